@@ -1,0 +1,1 @@
+"""kg-fuse: saved semantic searches as directories."""

@@ -1,0 +1,53 @@
+"""Where kg-fuse keeps its files, in the platform's usual directories.
+
+Everything is derived from platformdirs, so the XDG variables (``XDG_DATA_HOME``,
+``XDG_CONFIG_HOME``) relocate it all; the tests rely on that for isolation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "kg-fuse"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_API_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+
+def data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def config_dir() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME))
+
+
+def server_dir(base: Path | None = None) -> Path:
+    """The embedded server's home: its SQLite store lives here."""
+    return (base or data_dir()) / "server"
+
+
+def server_db_path(base: Path | None = None) -> Path:
+    return server_dir(base) / "kg.sqlite3"
+
+
+def server_credentials_path() -> Path:
+    """The 0600 file where the embedded server writes its clients' credentials."""
+    return config_dir() / "server-credentials.json"
+
+
+def platform_cli_config_path() -> Path:
+    """The platform's own CLI keeps its API address and OAuth client here."""
+    return Path(os.path.expanduser("~")) / ".config" / "kg" / "config.json"
+
+
+def mount_state_dir(mountpoint: str | os.PathLike[str]) -> Path:
+    """Per-mountpoint state (saved queries), keyed by the mountpoint's absolute path."""
+    absolute = os.path.abspath(os.fspath(mountpoint))
+    digest = hashlib.sha256(os.fsencode(absolute)).hexdigest()[:16]
+    readable = "".join(c if c.isalnum() else "_" for c in absolute.strip("/"))[-48:]
+    return data_dir() / "mounts" / f"{readable}-{digest}"

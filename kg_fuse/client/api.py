@@ -1,0 +1,191 @@
+"""Async client of the knowledge-graph API, with deadlines, token caching and one retry.
+
+Every call runs under its own deadline (``trio.fail_after``) so a stalled server turns
+into ``ServerTimeout`` instead of a hung shell. Failures are raised as ``KgError``
+subclasses; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import trio
+
+from kg_fuse.client import errors
+from kg_fuse.client.credentials import Credentials
+from kg_fuse.client.models import ConceptDetail, SearchResponse, finite_number
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE_MAX = 100
+TOKEN_REFRESH_MARGIN = 60.0
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A search; ``min_similarity=None`` omits the field so the server default applies."""
+
+    query: str
+    limit: int = 50
+    min_similarity: float | None = None
+    offset: int = 0
+    ontology: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": self.query, "limit": self.limit, "offset": self.offset}
+        if self.min_similarity is not None:
+            body["min_similarity"] = self.min_similarity
+        if self.ontology is not None:
+            body["ontology"] = self.ontology
+        return body
+
+
+def path_segment(value: str) -> str:
+    """Percent-encode one path segment built from user data (``/``, ``?``, ``#``, ``%``...)."""
+    return quote(value, safe="")
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text[:200]
+    return detail if isinstance(detail, str) else json.dumps(detail)[:300]
+
+
+_STATUS_ERRORS: dict[int, type[errors.KgError]] = {
+    400: errors.InvalidRequest,
+    401: errors.AuthenticationFailed,
+    403: errors.PermissionDenied,
+    404: errors.NotFound,
+    409: errors.Conflict,
+    422: errors.InvalidRequest,
+}
+
+
+class KgApiClient:
+    """One authenticated HTTP session with the API."""
+
+    def __init__(self, api_url: str, credentials: Credentials, timeout: float = 5.0) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.timeout = timeout
+        self._credentials = credentials
+        self._http = httpx.AsyncClient(
+            base_url=self.api_url,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
+            follow_redirects=False,
+        )
+        self._token: str | None = None
+        self._token_expires = 0.0
+        self._token_lock = trio.Lock()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- public calls ------------------------------------------------------------------
+
+    async def search(self, request: SearchRequest, timeout: float | None = None) -> SearchResponse:
+        raw = await self._call("POST", "/query/search", json=request.body(), timeout=timeout)
+        return SearchResponse.parse(raw)
+
+    async def concept(self, concept_id: str, timeout: float | None = None) -> ConceptDetail:
+        raw = await self._call(
+            "GET", f"/query/concept/{path_segment(concept_id)}", timeout=timeout
+        )
+        return ConceptDetail.parse(raw)
+
+    async def epoch(self, timeout: float | None = None) -> int:
+        raw = await self._call("GET", "/database/epoch", timeout=timeout)
+        if not isinstance(raw, dict) or not isinstance(raw.get("epoch"), int):
+            raise errors.ServerFault("epoch response has no integer 'epoch'")
+        return raw["epoch"]
+
+    async def admin_default_threshold(self, timeout: float | None = None) -> float | None:
+        """The configured default, or None when never set. Raises PermissionDenied for users."""
+        raw = await self._call("GET", "/admin/config/search-threshold", timeout=timeout)
+        value = raw.get("threshold") if isinstance(raw, dict) else None
+        if value is None:
+            fallback = raw.get("fallback") if isinstance(raw, dict) else None
+            return float(fallback) if isinstance(fallback, int | float) else None
+        return finite_number(value, "admin threshold")
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def _call(
+        self, method: str, path: str, *, json: Any = None, timeout: float | None = None
+    ) -> Any:
+        deadline = timeout if timeout is not None else self.timeout
+        try:
+            with trio.fail_after(deadline):
+                return await self._call_with_retry(method, path, json)
+        except trio.TooSlowError:
+            raise errors.ServerTimeout(f"{method} {path}: no answer within {deadline:g}s") from None
+
+    async def _call_with_retry(self, method: str, path: str, body: Any) -> Any:
+        token = await self._get_token()
+        response = await self._send(method, path, body, token)
+        if response.status_code == 401:
+            log.info("token rejected on %s %s; authenticating again", method, path)
+            token = await self._get_token(stale=token)
+            response = await self._send(method, path, body, token)
+        return self._decode(method, path, response)
+
+    async def _send(self, method: str, path: str, body: Any, token: str) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            return await self._http.request(method, path, json=body, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise errors.ServerTimeout(f"{method} {path}: {type(exc).__name__}") from None
+        except httpx.HTTPError as exc:
+            raise errors.ServerUnreachable(f"{method} {path}: {exc!r}") from None
+
+    def _decode(self, method: str, path: str, response: httpx.Response) -> Any:
+        status = response.status_code
+        if status >= 500:
+            raise errors.ServerFault(f"{method} {path}: HTTP {status}: {_detail(response)}")
+        if status >= 400:
+            kind = _STATUS_ERRORS.get(status, errors.ServerFault)
+            raise kind(f"{method} {path}: HTTP {status}: {_detail(response)}")
+        if status != 200 and status != 201:
+            raise errors.ServerFault(f"{method} {path}: unexpected HTTP {status}")
+        try:
+            return response.json()
+        except ValueError:
+            raise errors.ServerFault(f"{method} {path}: body is not JSON") from None
+
+    async def _get_token(self, stale: str | None = None) -> str:
+        """A cached bearer token; fetch a new one when missing, expiring, or just rejected."""
+        async with self._token_lock:
+            fresh = self._token is not None and trio.current_time() < self._token_expires
+            if fresh and self._token != stale:
+                return self._token  # type: ignore[return-value]
+            form = {
+                "grant_type": "client_credentials",
+                "client_id": self._credentials.client_id,
+                "client_secret": self._credentials.client_secret,
+            }
+            try:
+                response = await self._http.post("/auth/oauth/token", data=form)
+            except httpx.TimeoutException:
+                raise errors.ServerTimeout("token request timed out") from None
+            except httpx.HTTPError as exc:
+                raise errors.ServerUnreachable(f"token request: {exc!r}") from None
+            if response.status_code in (400, 401, 422):
+                raise errors.AuthenticationFailed(
+                    f"client {self._credentials.client_id!r} rejected: {_detail(response)}"
+                )
+            body = self._decode("POST", "/auth/oauth/token", response)
+            token = body.get("access_token") if isinstance(body, dict) else None
+            if not isinstance(token, str) or not token:
+                raise errors.ServerFault("token response has no access_token")
+            expires_in = body.get("expires_in")
+            lifetime = float(expires_in) if isinstance(expires_in, int | float) else 300.0
+            self._token = token
+            margin = min(TOKEN_REFRESH_MARGIN, lifetime / 10)
+            self._token_expires = trio.current_time() + lifetime - margin
+            return token

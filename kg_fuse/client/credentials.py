@@ -1,0 +1,111 @@
+"""Where the filesystem gets its API address and OAuth client credentials.
+
+Order of precedence, first match wins for each of address and credentials:
+explicit values (flags / a secret file), the environment (``KG_API_URL``,
+``KG_CLIENT_ID``, ``KG_CLIENT_SECRET``), the embedded server's credentials file, then
+the platform CLI's ``~/.config/kg/config.json``. Secrets never come from the command
+line itself, so they never show in ``ps``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kg_fuse import paths
+from kg_fuse.client.errors import MissingCredentials
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    client_id: str
+    client_secret: str
+    source: str
+
+    def __repr__(self) -> str:  # never print a secret, even in a traceback
+        return f"Credentials(client_id={self.client_id!r}, source={self.source!r})"
+
+
+@dataclass(frozen=True)
+class Connection:
+    api_url: str
+    credentials: Credentials
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable credentials file %s: %s", path, exc)
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pair(section: Any, source: str) -> Credentials | None:
+    if not isinstance(section, dict):
+        return None
+    cid, secret = section.get("client_id"), section.get("client_secret")
+    if isinstance(cid, str) and isinstance(secret, str) and cid and secret:
+        return Credentials(cid, secret, source)
+    return None
+
+
+def _same_server(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def resolve_connection(
+    api_url: str | None = None,
+    client_id: str | None = None,
+    client_secret_file: str | None = None,
+    role: str = "user",
+) -> Connection:
+    """Work out which server to talk to and as whom.
+
+    ``role`` picks the embedded server's ``user`` (default) or ``admin`` client.
+    """
+    env = os.environ
+    server_file = _read_json(paths.server_credentials_path()) or {}
+    cli_file = _read_json(paths.platform_cli_config_path()) or {}
+
+    url = (
+        api_url
+        or env.get("KG_API_URL")
+        or server_file.get("api_url")
+        or cli_file.get("api_url")
+        or paths.DEFAULT_API_URL
+    ).rstrip("/")
+
+    candidates: list[Credentials | None] = []
+    if client_id and client_secret_file:
+        secret = Path(client_secret_file).read_text(encoding="utf-8").strip()
+        source = f"--client-secret-file {client_secret_file}"
+        candidates.append(Credentials(client_id, secret, source))
+    if env.get("KG_CLIENT_ID") and env.get("KG_CLIENT_SECRET"):
+        candidates.append(Credentials(env["KG_CLIENT_ID"], env["KG_CLIENT_SECRET"], "environment"))
+    if server_file and _same_server(str(server_file.get("api_url", url)), url):
+        candidates.append(
+            _pair(server_file.get(role), f"{paths.server_credentials_path()} ({role})")
+        )
+    if cli_file:
+        cli_url = cli_file.get("api_url")
+        if not isinstance(cli_url, str) or _same_server(cli_url, url):
+            candidates.append(_pair(cli_file.get("auth"), str(paths.platform_cli_config_path())))
+    for found in candidates:
+        if found is not None:
+            log.info("using client %s from %s for %s", found.client_id, found.source, url)
+            return Connection(url, found)
+    raise MissingCredentials(
+        f"no client credentials for {url}: set KG_CLIENT_ID and KG_CLIENT_SECRET, "
+        f"pass --client-id with --client-secret-file, start the embedded server "
+        f"(it writes {paths.server_credentials_path()}), or log in with the platform CLI"
+    )

@@ -1,0 +1,154 @@
+"""Typed views of the API's JSON bodies, parsed strictly: a wrong shape is a ServerFault."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kg_fuse.client.errors import ServerFault
+
+
+def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if name not in body:
+        raise ServerFault(f"{where}: missing field {name!r}")
+    value = body[name]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ServerFault(f"{where}: field {name!r} has the wrong type")
+    return value
+
+
+def _optional(body: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if body.get(name) is None:
+        return None
+    return _field(body, name, kind, where)
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ServerFault(f"{where}: expected a JSON object")
+    return value
+
+
+def finite_number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ServerFault(f"{where}: not a finite number")
+    return float(value)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ServerFault(f"{where}: expected a list of strings")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class ConceptHit:
+    """One search result."""
+
+    concept_id: str
+    label: str
+    description: str
+    score: float
+    ontologies: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, raw: Any) -> ConceptHit:
+        where = "search result"
+        body = _object(raw, where)
+        return cls(
+            concept_id=_field(body, "concept_id", str, where),
+            label=_field(body, "label", str, where),
+            description=_optional(body, "description", str, where) or "",
+            score=finite_number(body.get("score"), where),
+            ontologies=_strings(body.get("documents"), where),
+        )
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    query: str
+    results: tuple[ConceptHit, ...]
+    threshold_used: float
+    below_threshold_count: int | None
+    suggested_threshold: float | None
+    top_match: ConceptHit | None
+
+    @classmethod
+    def parse(cls, raw: Any) -> SearchResponse:
+        where = "search response"
+        body = _object(raw, where)
+        results = _field(body, "results", list, where)
+        suggested = body.get("suggested_threshold")
+        top = body.get("top_match")
+        return cls(
+            query=_field(body, "query", str, where),
+            results=tuple(ConceptHit.parse(r) for r in results),
+            threshold_used=finite_number(body.get("threshold_used"), where),
+            below_threshold_count=_optional(body, "below_threshold_count", int, where),
+            suggested_threshold=None if suggested is None else finite_number(suggested, where),
+            top_match=None if top is None else ConceptHit.parse(top),
+        )
+
+
+@dataclass(frozen=True)
+class Evidence:
+    quote: str
+    document: str
+    paragraph: int | None
+
+
+@dataclass(frozen=True)
+class Relationship:
+    rel_type: str
+    to_id: str
+    to_label: str
+    confidence: float | None
+
+
+@dataclass(frozen=True)
+class ConceptDetail:
+    concept_id: str
+    label: str
+    description: str
+    ontologies: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    relationships: tuple[Relationship, ...]
+
+    @classmethod
+    def parse(cls, raw: Any) -> ConceptDetail:
+        where = "concept"
+        body = _object(raw, where)
+        evidence = []
+        for item in body.get("instances") or []:
+            inst = _object(item, "concept instance")
+            paragraph = inst.get("paragraph")
+            evidence.append(
+                Evidence(
+                    quote=inst.get("quote") if isinstance(inst.get("quote"), str) else "",
+                    document=inst.get("document") if isinstance(inst.get("document"), str) else "",
+                    paragraph=paragraph if isinstance(paragraph, int) else None,
+                )
+            )
+        relationships = []
+        for item in body.get("relationships") or []:
+            rel = _object(item, "relationship")
+            confidence = rel.get("confidence")
+            relationships.append(
+                Relationship(
+                    rel_type=str(rel.get("rel_type") or "RELATED_TO"),
+                    to_id=str(rel.get("to_id") or ""),
+                    to_label=str(rel.get("to_label") or rel.get("to_id") or ""),
+                    confidence=finite_number(confidence, where) if confidence is not None else None,
+                )
+            )
+        return cls(
+            concept_id=_field(body, "concept_id", str, where),
+            label=_field(body, "label", str, where),
+            description=_optional(body, "description", str, where) or "",
+            ontologies=_strings(body.get("documents"), where),
+            evidence=tuple(evidence),
+            relationships=tuple(relationships),
+        )

@@ -1,0 +1,1 @@
+"""The filesystem: saved queries as directories, results as files, .meta as controls."""

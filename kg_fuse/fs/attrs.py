@@ -1,0 +1,77 @@
+"""File attributes and their cache lifetimes, in one place.
+
+Directories may be cached by the kernel for a second. Files have zero timeouts: their
+size changes with their content (a threshold write, a refreshed result), and a lookup
+answered from the in-memory result cache costs microseconds, which buys a kernel view
+that never lags behind the listing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+from kg_fuse.fs.queries import SavedQuery
+
+DIR_TIMEOUT = 1.0
+FILE_TIMEOUT = 0.0
+BLOCK_SIZE = 4096
+
+
+@dataclass
+class Attributes:
+    started_ns: int
+    uid: int = field(default_factory=os.getuid)
+    gid: int = field(default_factory=os.getgid)
+    _meta_mtimes: dict[str, int] = field(default_factory=dict)
+
+    def _base(self, inode: int, mtime_ns: int, timeout: float) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = inode
+        entry.generation = 0
+        entry.entry_timeout = timeout
+        entry.attr_timeout = timeout
+        entry.st_uid = self.uid
+        entry.st_gid = self.gid
+        entry.st_blksize = BLOCK_SIZE
+        entry.st_mtime_ns = entry.st_ctime_ns = entry.st_atime_ns = mtime_ns
+        return entry
+
+    def directory(self, inode: int, mtime_ns: int) -> pyfuse3.EntryAttributes:
+        entry = self._base(inode, mtime_ns, DIR_TIMEOUT)
+        entry.st_mode = stat.S_IFDIR | 0o755
+        entry.st_nlink = 2
+        entry.st_size = 0
+        return entry
+
+    def file(self, inode: int, size: int, mtime_ns: int, writable: bool
+             ) -> pyfuse3.EntryAttributes:
+        entry = self._base(inode, mtime_ns, FILE_TIMEOUT)
+        entry.st_mode = stat.S_IFREG | (0o644 if writable else 0o444)
+        entry.st_nlink = 1
+        entry.st_size = size
+        entry.st_blocks = (size + 511) // 512
+        return entry
+
+    def query_mtime_ns(self, query: SavedQuery | None) -> int:
+        return self.started_ns if query is None else self._meta_mtimes.get(
+            query.name, self.started_ns)
+
+    def meta_mtime_ns(self, query_name: str) -> int:
+        return self._meta_mtimes.get(query_name, self.started_ns)
+
+    def touch_query(self, query_name: str, mtime_ns: int) -> None:
+        """A query's settings changed: its .meta files show a new mtime."""
+        self._meta_mtimes[query_name] = mtime_ns
+
+    def statfs(self, inode_count: int) -> pyfuse3.StatvfsData:
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = data.f_frsize = BLOCK_SIZE
+        data.f_blocks = data.f_bfree = data.f_bavail = 0
+        data.f_files = inode_count
+        data.f_ffree = data.f_favail = 0
+        data.f_namemax = 255
+        return data

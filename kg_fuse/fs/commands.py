@@ -1,0 +1,168 @@
+"""The client's commands: ``mount``, ``unmount`` and ``status``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kg_fuse import paths
+from kg_fuse.client.credentials import resolve_connection
+from kg_fuse.client.errors import KgError
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 30.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    mount = subparsers.add_parser(
+        "mount", help="mount saved queries at MOUNTPOINT",
+        description="Mount the saved-query filesystem. Without --foreground it returns "
+                    "once the mount is ready (or failed, with the reason).")
+    mount.add_argument("mountpoint", type=Path)
+    mount.add_argument("--api-url", help="the API address (default: the embedded server's)")
+    mount.add_argument("--client-id", help="OAuth client id (use with --client-secret-file)")
+    mount.add_argument("--client-secret-file", help="file holding the OAuth client secret")
+    mount.add_argument("--admin", action="store_true",
+                       help="use the embedded server's admin client instead of the ordinary one")
+    mount.add_argument("--foreground", "-f", action="store_true", help="do not detach")
+    mount.add_argument("--cache-ttl", type=float, default=5.0,
+                       help="seconds a listing and the server default are cached (default 5)")
+    mount.add_argument("--timeout", type=float, default=5.0,
+                       help="deadline of each HTTP request in seconds (default 5)")
+    mount.add_argument("--probe-timeout", type=float, default=2.0,
+                       help="deadline of the creation-time probe in seconds (default 2)")
+    mount.add_argument("--limit", type=int, default=50, choices=range(1, 101),
+                       metavar="1..100", help="results per query (default 50)")
+    mount.add_argument("--log-file", type=Path, help="log here (default: stderr in the "
+                       "foreground, a file in the state directory otherwise)")
+    mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
+    mount.set_defaults(func=cmd_mount)
+
+    unmount = subparsers.add_parser("unmount", help="unmount, also a mount whose process died")
+    unmount.add_argument("mountpoint", type=Path)
+    unmount.set_defaults(func=cmd_unmount)
+
+    status = subparsers.add_parser("status", help="say whether MOUNTPOINT is mounted and alive")
+    status.add_argument("mountpoint", type=Path)
+    status.set_defaults(func=cmd_status)
+
+
+def _setup_logging(log_file: Path | None, debug: bool) -> None:
+    handler: logging.Handler
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(log_file)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    mountpoint = args.mountpoint.resolve()
+    if not mountpoint.is_dir():
+        print(f"kg-fuse: {mountpoint} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file,
+                                        role="admin" if args.admin else "user")
+    except (KgError, OSError) as exc:
+        print(f"kg-fuse: {exc}", file=sys.stderr)
+        return 2
+    if not args.foreground:
+        return _mount_in_background(args, mountpoint)
+
+    from kg_fuse.fs.mount import MountOptions, run_mount
+    from kg_fuse.fs.queries import StoreCorrupt
+
+    _setup_logging(args.log_file, args.debug)
+    options = MountOptions(
+        mountpoint=mountpoint, connection=connection, cache_ttl=args.cache_ttl,
+        request_timeout=args.timeout, probe_timeout=args.probe_timeout,
+        result_limit=args.limit,
+    )
+    try:
+        run_mount(options)
+    except StoreCorrupt as exc:
+        log.error("%s", exc)
+        return 1
+    except RuntimeError as exc:  # pyfuse3.init failing: not a mountpoint, no /dev/fuse...
+        log.error("cannot mount %s: %s", mountpoint, exc)
+        return 1
+    return 0
+
+
+def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
+    """Start a foreground mount as a detached child; return once it is ready."""
+    log_file = args.log_file or paths.mount_state_dir(mountpoint) / "kg-fuse.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
+            "--log-file", str(log_file), "--cache-ttl", str(args.cache_ttl),
+            "--timeout", str(args.timeout), "--probe-timeout", str(args.probe_timeout),
+            "--limit", str(args.limit)]
+    for flag, value in (("--api-url", args.api_url), ("--client-id", args.client_id),
+                        ("--client-secret-file", args.client_secret_file)):
+        if value:
+            argv += [flag, value]
+    argv += ["--admin"] if args.admin else []
+    argv += ["--debug"] if args.debug else []
+    start = log_file.stat().st_size if log_file.exists() else 0
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if os.path.ismount(mountpoint):
+            print(f"kg-fuse: mounted {mountpoint} (pid {child.pid}, log {log_file})")
+            return 0
+        if child.poll() is not None:
+            break
+        time.sleep(0.05)
+    else:
+        child.terminate()
+    with open(log_file, encoding="utf-8", errors="replace") as f:
+        f.seek(start)
+        reason = f.read().strip().splitlines()[-3:]
+    print(f"kg-fuse: mounting {mountpoint} failed:", *reason, sep="\n  ", file=sys.stderr)
+    return 1
+
+
+def _mount_state(mountpoint: Path) -> str:
+    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted'."""
+    try:
+        os.stat(mountpoint)
+    except OSError as exc:
+        if exc.errno == 107:  # ENOTCONN: the filesystem process died
+            return "dead"
+        raise
+    return "mounted" if os.path.ismount(mountpoint) else "not mounted"
+
+
+def cmd_unmount(args: argparse.Namespace) -> int:
+    mountpoint = args.mountpoint.absolute()
+    state = _mount_state(mountpoint)
+    if state == "not mounted":
+        print(f"kg-fuse: {mountpoint} is not mounted", file=sys.stderr)
+        return 1
+    flags = ["-u", "-z"] if state == "dead" else ["-u"]
+    result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False)
+    return result.returncode
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    mountpoint = args.mountpoint.absolute()
+    state = _mount_state(mountpoint)
+    if state == "dead":
+        print(f"{mountpoint}: dead mount (its process ended); run: kg-fuse unmount {mountpoint}")
+        return 1
+    print(f"{mountpoint}: {state}")
+    return 0 if state == "mounted" else 1

@@ -1,0 +1,115 @@
+"""How writes to ``.meta`` control files turn into values.
+
+Shells and editors write in different ways: ``echo 0.7 > f`` is open(O_TRUNC)+write,
+``>>`` appends, ``truncate -s 0`` is a setattr, nano rewrites in place, ``sed -i``
+writes a scratch file and renames it over the original. A ``WriteSession`` models the
+file content one open() sees, so each style yields the full text to validate; nothing
+is committed unless the whole text is valid.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+SCRATCH_MAX_BYTES = 64 * 1024
+SCRATCH_MAX_FILES = 32
+
+
+@dataclass
+class WriteSession:
+    """The content of a control file as seen through one writable open()."""
+
+    buffer: bytearray
+    append: bool
+    truncated: bool
+    attempted: bool = False
+
+    @classmethod
+    def begin(cls, current: bytes, flags: int) -> WriteSession:
+        truncated = bool(flags & os.O_TRUNC)
+        append = bool(flags & os.O_APPEND)
+        # In append mode, what is appended is the new value: the comments and old value
+        # shown on read are not part of what the user wrote.
+        start = b"" if truncated or append else current
+        return cls(bytearray(start), append, truncated)
+
+    def candidate(self, offset: int, data: bytes) -> bytes:
+        """The text this write would produce, without applying it."""
+        self.attempted = True
+        if self.append:
+            return bytes(self.buffer) + data
+        if offset > SCRATCH_MAX_BYTES:
+            raise pyfuse3.FUSEError(errno.EFBIG)
+        content = bytearray(self.buffer)
+        if offset > len(content):
+            content.extend(b"\0" * (offset - len(content)))
+        content[offset : offset + len(data)] = data
+        return bytes(content)
+
+    def accept(self, content: bytes) -> None:
+        self.buffer = bytearray(content)
+
+    def truncate(self) -> None:
+        self.buffer = bytearray()
+        self.truncated = True
+        self.attempted = False
+
+    @property
+    def commits_empty_on_release(self) -> bool:
+        """``> f`` with nothing written means an empty file: back to inheriting. A write
+        that was attempted and refused must not turn into that."""
+        return self.truncated and not self.attempted
+
+
+@dataclass
+class ScratchFiles:
+    """Editors' temporary files in a ``.meta`` directory, kept in memory only."""
+
+    files: dict[tuple[str, str], bytearray] = field(default_factory=dict)
+
+    def names(self, query: str) -> list[str]:
+        return sorted(name for (q, name) in self.files if q == query)
+
+    def get(self, query: str, name: str) -> bytearray | None:
+        return self.files.get((query, name))
+
+    def create(self, query: str, name: str) -> bytearray:
+        if (query, name) not in self.files and len(self.names(query)) >= SCRATCH_MAX_FILES:
+            raise pyfuse3.FUSEError(errno.ENOSPC)
+        return self.files.setdefault((query, name), bytearray())
+
+    def write(self, query: str, name: str, offset: int, data: bytes) -> None:
+        content = self.files.get((query, name))
+        if content is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if offset + len(data) > SCRATCH_MAX_BYTES:
+            raise pyfuse3.FUSEError(errno.EFBIG)
+        if offset > len(content):
+            content.extend(b"\0" * (offset - len(content)))
+        content[offset : offset + len(data)] = data
+
+    def resize(self, query: str, name: str, size: int) -> None:
+        content = self.files.get((query, name))
+        if content is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if size > SCRATCH_MAX_BYTES:
+            raise pyfuse3.FUSEError(errno.EFBIG)
+        del content[size:]
+        content.extend(b"\0" * (size - len(content)))
+
+    def pop(self, query: str, name: str) -> bytearray | None:
+        return self.files.pop((query, name), None)
+
+    def move(self, query: str, old: str, new: str) -> None:
+        content = self.files.pop((query, old), None)
+        if content is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        self.files[(query, new)] = content
+
+    def drop_query(self, query: str) -> None:
+        for key in [k for k in self.files if k[0] == query]:
+            del self.files[key]

@@ -1,0 +1,77 @@
+"""Running the filesystem: mount, serve until unmounted or signalled, clean up."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from kg_fuse import paths
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.credentials import Connection
+from kg_fuse.fs.operations import KgOperations
+from kg_fuse.fs.queries import QueryStore
+from kg_fuse.fs.service import QueryService
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MountOptions:
+    mountpoint: Path
+    connection: Connection
+    state_dir: Path | None = None
+    cache_ttl: float = 5.0
+    request_timeout: float = 5.0
+    probe_timeout: float = 2.0
+    result_limit: int = 50
+    debug_fuse: bool = False
+
+
+async def _watch_signals(ready: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        ready.set()
+        async for signum in signals:
+            log.info("received %s, unmounting", signal.Signals(signum).name)
+            pyfuse3.terminate()
+            return
+
+
+async def _serve(options: MountOptions, store: QueryStore) -> None:
+    state = await trio.to_thread.run_sync(store.load)
+    client = KgApiClient(options.connection.api_url, options.connection.credentials,
+                         timeout=options.request_timeout)
+    service = QueryService(client, store, state, cache_ttl=options.cache_ttl,
+                           result_limit=options.result_limit,
+                           probe_timeout=options.probe_timeout)
+    operations = KgOperations(service)
+    fuse_options = set(pyfuse3.default_options)
+    fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
+    if options.debug_fuse:
+        fuse_options.add("debug")
+    pyfuse3.init(operations, str(options.mountpoint), fuse_options)
+    log.info("mounted %s (api %s, %d saved queries)", options.mountpoint,
+             options.connection.api_url, len(state.queries))
+    try:
+        async with trio.open_nursery() as nursery:
+            ready = trio.Event()
+            nursery.start_soon(_watch_signals, ready)
+            await ready.wait()
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+        await service.save_if_dirty()
+    finally:
+        pyfuse3.close(unmount=True)
+        with trio.CancelScope(shield=True):
+            await client.aclose()
+    log.info("unmounted %s", options.mountpoint)
+
+
+def run_mount(options: MountOptions) -> None:
+    """Mount and serve in the foreground until unmounted, SIGINT or SIGTERM."""
+    store = QueryStore(options.state_dir or paths.mount_state_dir(options.mountpoint))
+    trio.run(_serve, options, store)

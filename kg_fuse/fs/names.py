@@ -1,0 +1,100 @@
+"""File and directory names: turning labels into valid, unique, stable file names, and
+query directory names into query text and an optional threshold."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from kg_fuse.fs.threshold import InvalidThreshold, parse_threshold_value
+
+NAME_MAX = 255
+RESULT_SUFFIX = ".concept.md"
+META_DIR = ".meta"
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029/]")
+_THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[0-9.][0-9.eE+-]*)$", re.DOTALL)
+
+
+class InvalidName(ValueError):
+    """A name the filesystem cannot accept (answered with EINVAL)."""
+
+
+def decode_name(raw: bytes) -> str:
+    """Decode a name from the kernel; names that are not UTF-8 cannot be query text."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidName(f"name is not UTF-8: {os.fsdecode(raw)!r}") from None
+
+
+def _truncate_utf8(text: str, max_bytes: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def result_file_name(label: str, disambiguator: str = "") -> str:
+    """``<label>.concept.md``, made valid: no ``/``, NUL or control characters, no
+    leading dot, at most 255 bytes (cut on a character boundary)."""
+    cleaned = _UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ", label)
+    cleaned = unicodedata.normalize("NFC", " ".join(cleaned.split()))
+    cleaned = cleaned.lstrip(".") or "unnamed"
+    tail = (f" ~{disambiguator}" if disambiguator else "") + RESULT_SUFFIX
+    return _truncate_utf8(cleaned, NAME_MAX - len(tail.encode("utf-8"))).rstrip() + tail
+
+
+class NameRegistry:
+    """Assigns each concept in one directory a unique name that it keeps for as long as
+    the mount lives, so names are stable across refreshes even when labels collide."""
+
+    def __init__(self) -> None:
+        self._by_concept: dict[str, str] = {}
+        self._by_name: dict[str, str] = {}
+
+    def name_for(self, concept_id: str, label: str) -> str:
+        existing = self._by_concept.get(concept_id)
+        if existing is not None:
+            return existing
+        name = result_file_name(label)
+        if name in self._by_name:
+            digest = hashlib.sha256(concept_id.encode("utf-8")).hexdigest()
+            for width in (6, 12, 64):
+                name = result_file_name(label, digest[:width])
+                if name not in self._by_name:
+                    break
+        self._by_concept[concept_id] = name
+        self._by_name[name] = concept_id
+        return name
+
+
+@dataclass(frozen=True)
+class QueryDirName:
+    text: str
+    threshold: float | None
+
+
+def parse_query_dir_name(name: str) -> QueryDirName:
+    """``"NAME"`` is a query for NAME; ``"NAME@0.8"`` the same with threshold 0.8.
+
+    A suffix that looks numeric but is not a threshold in [0, 1] is refused rather than
+    silently becoming part of the query text.
+    """
+    if name.startswith("."):
+        raise InvalidName("query names may not start with a dot")
+    if _UNSAFE.search(name.replace("/", "")):
+        raise InvalidName("query names may not contain control characters")
+    text, threshold = name, None
+    match = _THRESHOLD_SUFFIX.match(name)
+    if match:
+        try:
+            threshold = parse_threshold_value(match.group("value"))
+        except InvalidThreshold as exc:
+            raise InvalidName(f"bad threshold suffix in {name!r}: {exc}") from None
+        text = match.group("text")
+    if not text.strip():
+        raise InvalidName("the query text is empty")
+    return QueryDirName(text.strip(), threshold)

@@ -1,0 +1,118 @@
+"""The inode table: every name the kernel may hold, indexed by inode and by identity.
+
+Nodes are created on demand for a key such as ``(NodeKind.RESULT, query, concept_id)``;
+the same key gets the same inode while the kernel remembers it. Lookup counts follow the
+kernel's: ``forget`` bringing a count to zero frees the node, so the table stays bounded.
+A node whose object went away (``detach``) keeps answering until it is forgotten.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+log = logging.getLogger(__name__)
+
+
+class NodeKind(enum.Enum):
+    ROOT = "root"
+    QUERY_DIR = "query directory"
+    META_DIR = ".meta directory"
+    THRESHOLD_FILE = ".meta/threshold"
+    QUERY_TOML_FILE = ".meta/query.toml"
+    SCRATCH_FILE = ".meta scratch file"
+    RESULT_FILE = "result file"
+
+    @property
+    def is_dir(self) -> bool:
+        return self in (NodeKind.ROOT, NodeKind.QUERY_DIR, NodeKind.META_DIR)
+
+
+NodeKey = tuple[NodeKind, str, str]
+
+
+@dataclass(eq=False)
+class Node:
+    inode: int
+    kind: NodeKind
+    query: str  # the saved query's name ("" for the root)
+    name: str  # concept id for results, file name for scratch files, "" otherwise
+    lookups: int = 0
+    attached: bool = True
+    # The last content served, so an inode the kernel still holds keeps answering after
+    # its result left the listing.
+    last_body: bytes = b""
+    last_mtime_ns: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def key(self) -> NodeKey:
+        return (self.kind, self.query, self.name)
+
+
+class InodeTable:
+    def __init__(self) -> None:
+        self._by_inode: dict[int, Node] = {}
+        self._by_key: dict[NodeKey, Node] = {}
+        self._next_inode = pyfuse3.ROOT_INODE + 1
+        self.root = self._add(pyfuse3.ROOT_INODE, NodeKind.ROOT, "", "")
+
+    def __len__(self) -> int:
+        return len(self._by_inode)
+
+    def _add(self, inode: int, kind: NodeKind, query: str, name: str) -> Node:
+        node = Node(inode, kind, query, name)
+        self._by_inode[inode] = node
+        self._by_key[node.key] = node
+        return node
+
+    def get(self, inode: int) -> Node | None:
+        return self._by_inode.get(inode)
+
+    def find(self, kind: NodeKind, query: str = "", name: str = "") -> Node | None:
+        return self._by_key.get((kind, query, name))
+
+    def ensure(self, kind: NodeKind, query: str = "", name: str = "") -> Node:
+        """The node for this identity, creating it (with a fresh inode) if needed."""
+        node = self._by_key.get((kind, query, name))
+        if node is None:
+            node = self._add(self._next_inode, kind, query, name)
+            self._next_inode += 1
+        return node
+
+    def detach(self, kind: NodeKind, query: str = "", name: str = "") -> Node | None:
+        """The object is gone: a new one with the same identity gets a new inode; the old
+        node lives on (answering ENOENT or its last content) until forgotten."""
+        node = self._by_key.pop((kind, query, name), None)
+        if node is not None:
+            node.attached = False
+            if node.lookups == 0 and node.kind is not NodeKind.ROOT:
+                del self._by_inode[node.inode]
+        return node
+
+    def rename(self, kind: NodeKind, query: str, old: str, new: str) -> None:
+        """The kernel moved a dentry: the same inode now answers to the new identity."""
+        node = self._by_key.pop((kind, query, old), None)
+        if node is not None:
+            node.name = new
+            self._by_key[node.key] = node
+
+    def detach_query(self, query: str) -> list[Node]:
+        """Everything under a removed query (rare: a scan is fine here)."""
+        doomed = [n for n in self._by_key.values() if n.query == query]
+        for node in doomed:
+            self.detach(node.kind, node.query, node.name)
+        return doomed
+
+    def forget(self, inode: int, count: int) -> None:
+        node = self._by_inode.get(inode)
+        if node is None or node.kind is NodeKind.ROOT:
+            return
+        node.lookups = max(0, node.lookups - count)
+        if node.lookups == 0:
+            del self._by_inode[inode]
+            if node.attached:
+                self._by_key.pop(node.key, None)

@@ -1,0 +1,190 @@
+"""Saved queries and their persistence, one TOML file per mountpoint.
+
+The file is rewritten atomically (temporary file, fsync, rename) under an advisory lock
+that every writing process takes, so a crash at any moment leaves either the old or the
+new version, never a torn one. A file that cannot be parsed is moved aside, never
+silently replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import logging
+import os
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from kg_fuse.fs.threshold import INHERIT_WORDS, AutoAdjustment
+
+log = logging.getLogger(__name__)
+
+STORE_VERSION = 1
+
+
+class StoreCorrupt(RuntimeError):
+    """The query store could not be read; it was moved aside to ``kept_at``."""
+
+    def __init__(self, path: Path, kept_at: Path, reason: str) -> None:
+        super().__init__(
+            f"the saved-query store {path} is unreadable ({reason}); it was kept as "
+            f"{kept_at}. Inspect or repair it and move it back, or remove it to start "
+            f"with no saved queries."
+        )
+        self.kept_at = kept_at
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class SavedQuery:
+    """A directory at the root: ``name`` as typed, searching for ``text``.
+
+    ``threshold`` None means the query inherits the server default.
+    """
+
+    name: str
+    text: str
+    threshold: float | None = None
+    created_at: str = field(default_factory=now_iso)
+    auto_adjusted: AutoAdjustment | None = None
+
+    def with_threshold(self, threshold: float | None) -> SavedQuery:
+        """A user-written threshold: it replaces any auto-adjustment record."""
+        return replace(self, threshold=threshold, auto_adjusted=None)
+
+
+@dataclass
+class StoreState:
+    queries: dict[str, SavedQuery] = field(default_factory=dict)
+    server_default_seen: float | None = None
+
+
+def _threshold_to_toml(value: float | None) -> str | float:
+    return INHERIT_WORDS[0] if value is None else value
+
+
+def _threshold_from_toml(value: Any) -> float | None:
+    if isinstance(value, str) and value in INHERIT_WORDS:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        return float(value)
+    raise ValueError(f"bad threshold {value!r}")
+
+
+def adjustment_to_toml(adj: AutoAdjustment) -> dict[str, Any]:
+    return {
+        "from": adj.from_value,
+        "to": _threshold_to_toml(adj.to_value),
+        "suggested": adj.suggested,
+        "server_default": adj.server_default,
+    }
+
+
+def _query_to_toml(q: SavedQuery) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": q.name,
+        "text": q.text,
+        "threshold": _threshold_to_toml(q.threshold),
+        "created_at": q.created_at,
+    }
+    if q.auto_adjusted is not None:
+        out["auto_adjusted"] = adjustment_to_toml(q.auto_adjusted)
+    return out
+
+
+def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
+    adj_raw = raw.get("auto_adjusted")
+    adj = None
+    if adj_raw is not None:
+        adj = AutoAdjustment(
+            from_value=float(adj_raw["from"]),
+            to_value=_threshold_from_toml(adj_raw["to"]),
+            suggested=float(adj_raw["suggested"]),
+            server_default=float(adj_raw["server_default"]),
+        )
+    return SavedQuery(
+        name=str(raw["name"]),
+        text=str(raw["text"]),
+        threshold=_threshold_from_toml(raw.get("threshold", INHERIT_WORDS[0])),
+        created_at=str(raw.get("created_at") or now_iso()),
+        auto_adjusted=adj,
+    )
+
+
+def dumps_state(state: StoreState) -> str:
+    doc: dict[str, Any] = {"version": STORE_VERSION}
+    if state.server_default_seen is not None:
+        doc["server_default_seen"] = state.server_default_seen
+    doc["queries"] = [_query_to_toml(q) for q in state.queries.values()]
+    return tomli_w.dumps(doc)
+
+
+def loads_state(text: str) -> StoreState:
+    doc = tomllib.loads(text)
+    state = StoreState()
+    seen = doc.get("server_default_seen")
+    if isinstance(seen, int | float) and not isinstance(seen, bool):
+        state.server_default_seen = float(seen)
+    for raw in doc.get("queries", []):
+        query = _query_from_toml(raw)
+        state.queries[query.name] = query
+    return state
+
+
+class QueryStore:
+    """Reads and writes ``queries.toml`` in one mountpoint's state directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / "queries.toml"
+        self._lock_path = directory / "queries.toml.lock"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def load(self) -> StoreState:
+        with self._locked():
+            try:
+                text = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return StoreState()
+            try:
+                return loads_state(text)
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+                kept_at = self.path.with_name(f"queries.toml.corrupt-{os.getpid()}")
+                os.replace(self.path, kept_at)
+                raise StoreCorrupt(self.path, kept_at, str(exc)) from exc
+
+    def save(self, state: StoreState) -> None:
+        """Atomically replace the file with ``state`` (blocking: call from a thread)."""
+        data = dumps_state(state).encode("utf-8")
+        with self._locked():
+            tmp = self.path.with_name(f".queries.toml.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        log.debug("saved %d queries to %s", len(state.queries), self.path)

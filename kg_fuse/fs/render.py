@@ -1,0 +1,127 @@
+"""What the files contain: result Markdown, ``.meta/threshold`` and ``.meta/query.toml``.
+
+Pure functions of their inputs, so they are tested without a mount. Front matter is
+written with JSON-style double-quoted strings, which stay valid YAML whatever a label
+holds (quotes, colons, newlines, unicode).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tomli_w
+
+from kg_fuse.client.models import ConceptDetail, ConceptHit
+from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml
+from kg_fuse.fs.threshold import EffectiveThreshold
+
+_YAML_UNSAFE = {0x85, 0x2028, 0x2029, 0xFEFF}
+
+
+def yaml_string(text: str) -> str:
+    """A double-quoted YAML scalar for any text."""
+    out = []
+    for ch in json.dumps(text, ensure_ascii=False):
+        code = ord(ch)
+        if code in _YAML_UNSAFE or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _quote_block(text: str) -> str:
+    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
+
+
+def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
+    """The body of ``<label>.concept.md``: front matter, description, evidence, relationships."""
+    ontologies = detail.ontologies if detail and detail.ontologies else hit.ontologies
+    lines = [
+        "---",
+        f"id: {yaml_string(hit.concept_id)}",
+        f"label: {yaml_string(hit.label)}",
+        f"score: {hit.score:.4f}",
+        "ontologies: [" + ", ".join(yaml_string(o) for o in ontologies) + "]",
+        "---",
+        "",
+        f"# {_one_line(hit.label)}",
+        "",
+    ]
+    description = (detail.description if detail else "") or hit.description
+    lines += [description.strip() or "_No description._", ""]
+    if detail is None:
+        lines += ["_Evidence and relationships could not be fetched._", ""]
+        return ("\n".join(lines)).encode("utf-8", errors="surrogateescape")
+    if detail.evidence:
+        lines += ["## Evidence", ""]
+        for ev in detail.evidence:
+            where = ev.document or "unknown source"
+            if ev.paragraph is not None:
+                where += f", paragraph {ev.paragraph}"
+            lines += [_quote_block(ev.quote) or ">", f"> — {_one_line(where)}", ""]
+    if detail.relationships:
+        lines += ["## Relationships", ""]
+        for rel in detail.relationships:
+            confidence = f" ({rel.confidence:.2f})" if rel.confidence is not None else ""
+            lines.append(f"- {rel.rel_type} → {_one_line(rel.to_label)}{confidence}")
+        lines.append("")
+    return ("\n".join(lines)).encode("utf-8", errors="surrogateescape")
+
+
+def _fmt(value: float | None) -> str:
+    return "unknown (server not reached yet)" if value is None else f"{value:g}"
+
+
+def threshold_file(
+    query: SavedQuery, effective: EffectiveThreshold, server_default: float | None
+) -> bytes:
+    """``.meta/threshold``: explanatory comments, then ``inherit`` or the number.
+
+    The server default appears only in comments, so saving the file unchanged from an
+    editor keeps an inheriting query inheriting.
+    """
+    lines = [
+        "# Minimum similarity (cosine, 0..1) a concept needs to be listed in this query.",
+        "# Write a number in [0, 1] to override it for this query only; write 'inherit'",
+        "# (or 'default', or empty the file) to use the server's default.",
+        f"# Server default: {_fmt(server_default)}",
+        f"# Effective threshold: {_fmt(effective.value)} ({effective.source.value})",
+    ]
+    adj = query.auto_adjusted
+    if adj is not None:
+        to = "inherit" if adj.to_value is None else f"{adj.to_value:g}"
+        lines.append(
+            f"# Auto-adjusted at creation: {adj.from_value:g} found nothing; the server "
+            f"suggested {adj.suggested:g}, floored at the default {adj.server_default:g} -> {to}"
+        )
+    lines.append("inherit" if query.threshold is None else f"{query.threshold:g}")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def query_toml(
+    query: SavedQuery, effective: EffectiveThreshold, server_default: float | None
+) -> bytes:
+    """``.meta/query.toml``: everything about the query, as valid TOML."""
+    doc: dict[str, Any] = {
+        "name": query.name,
+        "query": query.text,
+        "threshold": "inherit" if query.threshold is None else query.threshold,
+        "threshold_source": effective.source.value,
+        "created_at": query.created_at,
+    }
+    if effective.value is not None:
+        doc["effective_threshold"] = effective.value
+    if server_default is not None:
+        doc["server_default_last_seen"] = server_default
+    doc["auto_adjusted"] = query.auto_adjusted is not None
+    if query.auto_adjusted is not None:
+        doc["auto_adjustment"] = adjustment_to_toml(query.auto_adjusted)
+    return tomli_w.dumps(doc).encode("utf-8")
+
+

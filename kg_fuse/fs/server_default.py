@@ -1,0 +1,75 @@
+"""What the server's default threshold is, as last learned over HTTP.
+
+The client never hard-codes a default: it learns one from ``threshold_used`` of any
+search that omitted ``min_similarity``, or from the admin endpoint when the client is
+allowed to read it, and keeps it for ``ttl`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from kg_fuse.client import errors
+from kg_fuse.client.api import KgApiClient, SearchRequest
+
+log = logging.getLogger(__name__)
+
+
+class ServerDefault:
+    def __init__(
+        self,
+        client: KgApiClient,
+        ttl: float,
+        initial: float | None = None,
+        on_change: Callable[[float | None, float], None] | None = None,
+    ) -> None:
+        self._client = client
+        self.ttl = ttl
+        self.value = initial
+        self._learned_at: float | None = None
+        self._admin_readable: bool | None = None
+        self._on_change = on_change
+        self._lock = trio.Lock()
+
+    @property
+    def fresh(self) -> bool:
+        return self._learned_at is not None and trio.current_time() - self._learned_at < self.ttl
+
+    def observe(self, value: float) -> None:
+        """Record a value the server just reported (e.g. ``threshold_used``)."""
+        previous = self.value
+        self.value = value
+        self._learned_at = trio.current_time()
+        if previous != value:
+            log.info("server default threshold is %s (was %s)", value, previous)
+            if self._on_change is not None:
+                self._on_change(previous, value)
+
+    async def get(self, probe_text: str, timeout: float | None = None) -> float | None:
+        """The default, refreshed if older than ``ttl``; the last known value if the
+        server cannot be reached (None if it never was)."""
+        if self.fresh:
+            return self.value
+        async with self._lock:
+            if self.fresh:
+                return self.value
+            try:
+                self.observe(await self._learn(probe_text, timeout))
+            except errors.KgError as exc:
+                log.info("could not refresh the server default: %s", exc)
+        return self.value
+
+    async def _learn(self, probe_text: str, timeout: float | None) -> float:
+        if self._admin_readable is not False:
+            try:
+                value = await self._client.admin_default_threshold(timeout=timeout)
+                if value is not None:
+                    self._admin_readable = True
+                    return value
+            except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
+                self._admin_readable = False
+        response = await self._client.search(SearchRequest(probe_text, limit=1), timeout=timeout)
+        return response.threshold_used

@@ -93,12 +93,15 @@ class InodeTable:
                 del self._by_inode[node.inode]
         return node
 
-    def rename(self, kind: NodeKind, query: str, old: str, new: str) -> None:
-        """The kernel moved a dentry: the same inode now answers to the new identity."""
-        node = self._by_key.pop((kind, query, old), None)
+    def move(self, old: NodeKey, new: NodeKey) -> None:
+        """The kernel moved a dentry over another: the moved inode now answers to the new
+        identity (even another kind: a scratch file renamed over ``threshold``), and the
+        replaced one is detached."""
+        self.detach(*new)
+        node = self._by_key.pop(old, None)
         if node is not None:
-            node.name = new
-            self._by_key[node.key] = node
+            node.kind, node.query, node.name = new
+            self._by_key[new] = node
 
     def detach_query(self, query: str) -> list[Node]:
         """Everything under a removed query (rare: a scan is fine here)."""

@@ -371,12 +371,11 @@ class KgOperations(pyfuse3.Operations):
         if new == "threshold":  # sed -i and friends: validate, commit, drop the scratch
             await self._set_threshold(parent.query, parse_threshold_file(bytes(content)))
             self.scratch.pop(parent.query, old)
+            new_key = (NodeKind.THRESHOLD_FILE, parent.query, "")
         elif new in META_FILES:
             raise pyfuse3.FUSEError(errno.EPERM)
         else:
             self.scratch.move(parent.query, old, new)
-            self.inodes.detach(NodeKind.SCRATCH_FILE, parent.query, new)
-            self.inodes.rename(NodeKind.SCRATCH_FILE, parent.query, old, new)
-            return
-        self.inodes.detach(NodeKind.SCRATCH_FILE, parent.query, old)
+            new_key = (NodeKind.SCRATCH_FILE, parent.query, new)
+        self.inodes.move((NodeKind.SCRATCH_FILE, parent.query, old), new_key)
 

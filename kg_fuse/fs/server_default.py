@@ -30,6 +30,7 @@ class ServerDefault:
         self.ttl = ttl
         self.value = initial
         self._learned_at: float | None = None
+        self._failed_at: float | None = None
         self._admin_readable: bool | None = None
         self._on_change = on_change
         self._lock = trio.Lock()
@@ -48,17 +49,23 @@ class ServerDefault:
             if self._on_change is not None:
                 self._on_change(previous, value)
 
+    def _failed_recently(self) -> bool:
+        return self._failed_at is not None and trio.current_time() - self._failed_at < self.ttl
+
     async def get(self, probe_text: str, timeout: float | None = None) -> float | None:
         """The default, refreshed if older than ``ttl``; the last known value if the
-        server cannot be reached (None if it never was)."""
-        if self.fresh:
+        server cannot be reached (None if it never was). After a failure the server is
+        not asked again for ``ttl`` seconds, so a dead server costs one deadline, not one
+        per ``stat``."""
+        if self.fresh or self._failed_recently():
             return self.value
         async with self._lock:
-            if self.fresh:
+            if self.fresh or self._failed_recently():
                 return self.value
             try:
                 self.observe(await self._learn(probe_text, timeout))
             except errors.KgError as exc:
+                self._failed_at = trio.current_time()
                 log.info("could not refresh the server default: %s", exc)
         return self.value
 

@@ -50,10 +50,10 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _pair(section: Any, source: str) -> Credentials | None:
+def _pair(section: Any, source: str, prefix: str = "") -> Credentials | None:
     if not isinstance(section, dict):
         return None
-    cid, secret = section.get("client_id"), section.get("client_secret")
+    cid, secret = section.get(f"{prefix}client_id"), section.get(f"{prefix}client_secret")
     if isinstance(cid, str) and isinstance(secret, str) and cid and secret:
         return Credentials(cid, secret, source)
     return None
@@ -99,7 +99,9 @@ def resolve_connection(
     if cli_file:
         cli_url = cli_file.get("api_url")
         if not isinstance(cli_url, str) or _same_server(cli_url, url):
-            candidates.append(_pair(cli_file.get("auth"), str(paths.platform_cli_config_path())))
+            candidates.append(
+                _pair(cli_file.get("auth"), str(paths.platform_cli_config_path()), "oauth_")
+            )
     for found in candidates:
         if found is not None:
             log.info("using client %s from %s for %s", found.client_id, found.source, url)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The tests: set everything up, then lint and run the whole suite (FUSE mounts need
+# root or a setuid fusermount3, and /dev/fuse).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+echo "==> ruff"
+.venv/bin/ruff check .
+echo "==> pytest"
+exec .venv/bin/pytest "$@"

@@ -1,0 +1,101 @@
+"""A real kg-fuse mount in a subprocess, for tests.
+
+The filesystem runs as ``kg-fuse mount --foreground`` with its log in a file; the test
+process touches the mountpoint from outside, as a user would. Unmounting checks the exit
+status, and the log is checked for tracebacks and unexpected errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+MOUNT_TIMEOUT = 30.0
+EXIT_TIMEOUT = 10.0
+
+# Log lines a healthy run may produce at WARNING or above only in tests that expect them.
+BAD_LOG_LINE = re.compile(r"Traceback|\b(ERROR|CRITICAL|WARNING)\b")
+
+
+def fuse_available() -> bool:
+    return os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
+
+
+class Mount:
+    def __init__(self, mountpoint: Path, env: dict[str, str], log_path: Path,
+                 extra_args: Iterable[str] = ()) -> None:
+        self.mountpoint = mountpoint
+        self.env = env
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.returncode: int | None = None
+
+    def start(self) -> Mount:
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(self.mountpoint),
+                "--foreground", "--log-file", str(self.log_path), *self.extra_args]
+        self.process = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not os.path.ismount(self.mountpoint):
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode() if self.process.stderr else ""
+                raise RuntimeError(f"kg-fuse exited with {self.process.returncode}: {err}"
+                                   f"\n{self.log_text()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"kg-fuse did not mount in time\n{self.log_text()}")
+            time.sleep(0.05)
+        return self
+
+    def path(self, *parts: str) -> Path:
+        return self.mountpoint.joinpath(*parts)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def unmount(self) -> int:
+        """``fusermount3 -u`` and wait for the daemon; returns its exit status."""
+        assert self.process is not None
+        if os.path.ismount(self.mountpoint):
+            subprocess.run(["fusermount3", "-u", str(self.mountpoint)], check=True)
+        return self.wait()
+
+    def signal(self, signum: signal.Signals) -> int:
+        assert self.process is not None
+        self.process.send_signal(signum)
+        return self.wait()
+
+    def wait(self) -> int:
+        assert self.process is not None
+        try:
+            self.returncode = self.process.wait(timeout=EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        return self.returncode
+
+    def kill(self) -> None:
+        subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)], check=False,
+                       stderr=subprocess.DEVNULL)
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def unexpected_log_lines(self, allowed: Iterable[str] = ()) -> list[str]:
+        patterns = [re.compile(a) for a in allowed]
+        return [
+            line for line in self.log_text().splitlines()
+            if BAD_LOG_LINE.search(line) and not any(p.search(line) for p in patterns)
+        ]

@@ -1,0 +1,171 @@
+"""OAuth client-credentials auth: clients, bearer tokens and the credentials file.
+
+Only hashes are stored: client secrets as salted PBKDF2, tokens as SHA-256 (they are
+random 256-bit values, so a plain hash suffices). The plain secrets exist only in the
+0600 credentials file, which is how the FUSE client and the tests find them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kg_fuse.server.store import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOKEN_TTL = 3600
+TOKEN_TTL_ENV = "KG_FUSE_SERVER_TOKEN_TTL"
+PBKDF2_ROUNDS = 60_000
+ADMIN_SCOPE = "read write admin"
+USER_SCOPE = "read write"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts as."""
+
+    client_id: str
+    is_admin: bool
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    access_token: str
+    expires_in: int
+    scope: str
+
+
+def token_ttl(explicit: int | None = None) -> int:
+    """Token lifetime: the option, else the environment, else one hour."""
+    if explicit is not None:
+        return explicit
+    raw = os.environ.get(TOKEN_TTL_ENV)
+    try:
+        return int(raw) if raw else DEFAULT_TOKEN_TTL
+    except ValueError:
+        log.warning("ignoring non-integer %s=%r", TOKEN_TTL_ENV, raw)
+        return DEFAULT_TOKEN_TTL
+
+
+def _hash_secret(secret: str, salt: str) -> str:
+    return hashlib.pbkdf2_hmac("sha256", secret.encode(), bytes.fromhex(salt),
+                               PBKDF2_ROUNDS).hex()
+
+
+def _hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
+    """A new client with a random id and secret; returns both in plain text once."""
+    client_id = f"kgfuse-{role}-{secrets.token_hex(6)}"
+    secret = secrets.token_urlsafe(32)
+    salt = secrets.token_hex(16)
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO clients(client_id, secret_hash, salt, role, is_admin, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (client_id, _hash_secret(secret, salt), salt, role, int(is_admin), time.time()),
+        )
+    return client_id, secret
+
+
+def verify_client(store: Store, client_id: str, secret: str) -> Principal | None:
+    row = store.query_one("SELECT secret_hash, salt, is_admin FROM clients WHERE client_id = ?",
+                          (client_id,))
+    if row is None:
+        return None
+    if not hmac.compare_digest(_hash_secret(secret, row["salt"]), row["secret_hash"]):
+        return None
+    return Principal(client_id=client_id, is_admin=bool(row["is_admin"]))
+
+
+def issue_token(store: Store, principal: Principal, ttl: int) -> IssuedToken:
+    token = secrets.token_urlsafe(32)
+    now = time.time()
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now,))
+        conn.execute("INSERT INTO tokens(token_hash, client_id, expires_at) VALUES (?, ?, ?)",
+                     (_hash_token(token), principal.client_id, now + ttl))
+    return IssuedToken(access_token=token, expires_in=ttl,
+                       scope=ADMIN_SCOPE if principal.is_admin else USER_SCOPE)
+
+
+def principal_for_token(store: Store, token: str) -> Principal | None:
+    """The token's client, or None when unknown or expired."""
+    row = store.query_one(
+        "SELECT t.client_id, t.expires_at, c.is_admin FROM tokens t "
+        "JOIN clients c ON c.client_id = t.client_id WHERE t.token_hash = ?",
+        (_hash_token(token),))
+    if row is None or row["expires_at"] <= time.time():
+        return None
+    return Principal(client_id=row["client_id"], is_admin=bool(row["is_admin"]))
+
+
+# -- the credentials file ------------------------------------------------------------------
+
+
+def write_private_json(path: Path, data: dict) -> None:
+    """Write JSON atomically, readable by the owner only from the first byte on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_credentials(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _valid_entry(store: Store, entry: object, admin: bool) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    principal = verify_client(store, str(entry.get("client_id", "")),
+                              str(entry.get("client_secret", "")))
+    return principal is not None and principal.is_admin == admin
+
+
+def ensure_credentials(store: Store, path: Path, api_url: str) -> dict:
+    """Reuse the clients of an existing credentials file, else create both anew.
+
+    The file is rewritten on every start so ``api_url`` names the port actually served.
+    """
+    data = _read_credentials(path)
+    if (data is not None and _valid_entry(store, data.get("admin"), True)
+            and _valid_entry(store, data.get("user"), False)):
+        log.info("reusing the clients in %s", path)
+    else:
+        if data is not None:
+            log.warning("credentials in %s do not match this store; creating new clients",
+                        path)
+        admin_id, admin_secret = create_client(store, "admin", is_admin=True)
+        user_id, user_secret = create_client(store, "user", is_admin=False)
+        data = {"admin": {"client_id": admin_id, "client_secret": admin_secret},
+                "user": {"client_id": user_id, "client_secret": user_secret}}
+        log.info("created admin client %s and user client %s", admin_id, user_id)
+    result = {"api_url": api_url, "admin": data["admin"], "user": data["user"]}
+    write_private_json(path, result)
+    log.info("credentials written to %s (mode 0600)", path)
+    return result

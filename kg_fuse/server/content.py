@@ -1,0 +1,174 @@
+"""Content changes: writing corpus specs, embedding, similarity links, deletions.
+
+Every function here that changes what a client can see bumps the epoch in the same
+transaction. Embedding happens outside the store lock so a slow batch never stalls
+readers; callers run these functions in worker threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import uuid
+from collections.abc import Iterable
+
+import numpy as np
+
+from kg_fuse.server.corpus import DocumentSpec, concept_id, embedding_text
+from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.index import ConceptIndex
+from kg_fuse.server.store import Store
+
+log = logging.getLogger(__name__)
+
+SIMILAR_NEIGHBOURS = 3
+
+
+def _ontology_id(conn: sqlite3.Connection, name: str, description: str = "",
+                 created_by: str | None = None) -> str:
+    row = conn.execute("SELECT id FROM ontologies WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        return str(row[0])
+    ont_id = f"ont_{uuid.uuid4()}"
+    epoch_row = conn.execute("SELECT value FROM settings WHERE key = 'epoch'").fetchone()
+    conn.execute(
+        "INSERT INTO ontologies(id, name, description, created_at, creation_epoch, created_by)"
+        " VALUES (?, ?, ?, strftime('%s','now'), ?, ?)",
+        (ont_id, name, description, int(epoch_row[0]) if epoch_row else 0, created_by),
+    )
+    return ont_id
+
+
+def create_ontology(store: Store, name: str, description: str = "",
+                    created_by: str | None = None) -> None:
+    """Create an empty ontology; FileExistsError when that name is taken."""
+    with store.transaction(content_change=True) as conn:
+        if conn.execute("SELECT 1 FROM ontologies WHERE name = ?", (name,)).fetchone():
+            raise FileExistsError(name)
+        _ontology_id(conn, name, description, created_by)
+
+
+def delete_ontology(store: Store, name: str) -> dict[str, int] | None:
+    """Delete an ontology, its documents and the concepts left without evidence."""
+    with store.transaction(content_change=True) as conn:
+        row = conn.execute("SELECT id FROM ontologies WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        ont_id = row[0]
+        sources = conn.execute(
+            "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE d.ontology_id = ?", (ont_id,)).fetchone()[0]
+        documents = conn.execute("DELETE FROM documents WHERE ontology_id = ?",
+                                 (ont_id,)).rowcount
+        orphans = conn.execute(
+            "DELETE FROM concepts WHERE id NOT IN (SELECT DISTINCT concept_id FROM instances)"
+        ).rowcount
+        conn.execute("DELETE FROM ontologies WHERE id = ?", (ont_id,))
+    log.info("deleted ontology %r: %d documents, %d sources, %d orphaned concepts",
+             name, documents, sources, orphans)
+    return {"sources_deleted": int(sources), "documents_deleted": int(documents),
+            "orphaned_concepts_deleted": int(orphans)}
+
+
+def delete_document(store: Store, document_id: str) -> None:
+    """Remove one document (re-ingest with force) and the concepts only it supported."""
+    with store.transaction(content_change=True) as conn:
+        conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+        conn.execute(
+            "DELETE FROM concepts WHERE id NOT IN (SELECT DISTINCT concept_id FROM instances)")
+
+
+def write_documents(store: Store, docs: Iterable[DocumentSpec],
+                    created_by: str | None = None) -> list[str]:
+    """Insert documents not yet stored; returns the ids of the concepts created."""
+    docs = list(docs)
+    existing = {r[0] for r in store.query("SELECT id FROM documents")}
+    fresh = [d for d in docs if d.id not in existing]
+    if not fresh:
+        return []
+    created: list[str] = []
+    with store.transaction(content_change=True) as conn:
+        ontology_ids: dict[str, str] = {}
+        for doc in fresh:
+            if doc.ontology not in ontology_ids:
+                ontology_ids[doc.ontology] = _ontology_id(conn, doc.ontology,
+                                                          created_by=created_by)
+            _insert_document(conn, doc, ontology_ids[doc.ontology], created)
+        for doc in fresh:
+            for concept in doc.concepts:
+                for rel_type, target_seed in concept.relations:
+                    target = concept_id(target_seed)
+                    conn.execute(
+                        "INSERT OR IGNORE INTO relationships(from_id, to_id, rel_type, "
+                        "confidence) SELECT ?, id, ?, 1.0 FROM concepts WHERE id = ?",
+                        (concept.id, rel_type, target),
+                    )
+    log.info("stored %d documents with %d new concepts", len(fresh), len(created))
+    return created
+
+
+def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: str,
+                     created: list[str]) -> None:
+    conn.execute(
+        "INSERT INTO documents(id, ontology_id, name, filename, content, content_type, "
+        "source_type, source_path, created_at) "
+        "VALUES (?, ?, ?, ?, ?, 'document', ?, ?, strftime('%s','now'))",
+        (doc.id, ontology_id, doc.name, doc.filename, doc.content, doc.source_type,
+         doc.source_path),
+    )
+    prefix = doc.id.split(":", 1)[1][:16]
+    source_ids = {}
+    for chunk in doc.chunks:
+        source_id = f"{prefix}_chunk{chunk.paragraph}"
+        source_ids[chunk.paragraph] = source_id
+        conn.execute(
+            "INSERT INTO chunks(source_id, document_id, paragraph, full_text, char_start, "
+            "char_end) VALUES (?, ?, ?, ?, ?, ?)",
+            (source_id, doc.id, chunk.paragraph, chunk.text, chunk.start, chunk.end),
+        )
+    for concept in doc.concepts:
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO concepts(id, label, description, search_terms, created_at)"
+            " VALUES (?, ?, ?, ?, strftime('%s','now'))",
+            (concept.id, concept.label, concept.description, json.dumps([concept.label])),
+        )
+        if cur.rowcount:
+            created.append(concept.id)
+        conn.executemany(
+            "INSERT INTO instances(concept_id, source_id, quote) VALUES (?, ?, ?)",
+            [(concept.id, source_ids[para], quote) for para, quote in concept.evidence],
+        )
+
+
+def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> list[str]:
+    """Embed every concept that has no stored vector yet; returns their ids."""
+    rows = store.query(
+        "SELECT id, label, description FROM concepts "
+        "WHERE id NOT IN (SELECT concept_id FROM embeddings) ORDER BY id")
+    if not rows:
+        return []
+    texts = [embedding_text(r["label"], r["description"]) for r in rows]
+    log.info("embedding %d concepts with %s", len(texts), embedder.name)
+    vectors = embedder.encode(texts, progress=progress)
+    with store.transaction(content_change=True) as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO embeddings(concept_id, model, vector) VALUES (?, ?, ?)",
+            [(r["id"], embedder.name, np.ascontiguousarray(v, np.float32).tobytes())
+             for r, v in zip(rows, vectors, strict=True)],
+        )
+    return [r["id"] for r in rows]
+
+
+def link_similar(store: Store, index: ConceptIndex, concept_ids: list[str],
+                 k: int = SIMILAR_NEIGHBOURS) -> int:
+    """SIMILAR_TO edges to each concept's k nearest neighbours, cosine as confidence."""
+    neighbours = index.nearest_neighbours(concept_ids, k)
+    edges = [(cid, other, score) for cid, near in neighbours.items() for other, score in near]
+    if not edges:
+        return 0
+    with store.transaction(content_change=True) as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO relationships(from_id, to_id, rel_type, confidence) "
+            "VALUES (?, ?, 'SIMILAR_TO', ?)", edges)
+    return len(edges)

@@ -1,0 +1,112 @@
+"""Markdown / plain-text documents: one concept per heading section.
+
+Used by ``--ingest DIR`` at start-up and by ``POST /ingest``, so a file gives the same
+concepts whichever way it arrives. A section's label is its heading, its description
+the first paragraph under it, its evidence every paragraph; a subsection is PART_OF
+its enclosing section. Text before the first heading (or a file without headings) is a
+section labelled with the document's title.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from kg_fuse.server.corpus import ChunkSpec, ConceptSpec, DocumentSpec, content_hash
+
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass
+class _Section:
+    level: int
+    title: str
+    start: int
+    body_start: int
+    end: int = 0
+
+
+def _sections(text: str, title: str) -> list[_Section]:
+    """Heading sections with character spans; fenced code is never a heading."""
+    sections: list[_Section] = [_Section(0, title, 0, 0)]
+    in_fence = False
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        stripped = line.rstrip("\r\n")
+        if _FENCE.match(stripped):
+            in_fence = not in_fence
+        elif not in_fence and (match := _HEADING.match(stripped)):
+            sections[-1].end = offset
+            sections.append(_Section(len(match.group(1)), match.group(2).strip(), offset,
+                                     offset + len(line)))
+        offset += len(line)
+    sections[-1].end = len(text)
+    return sections
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in _PARAGRAPH_SPLIT.split(text) if p.strip()]
+
+
+def parse_text_document(text: str, filename: str, ontology: str,
+                        source_path: str | None = None,
+                        source_type: str = "file") -> DocumentSpec:
+    """Split one document into heading-section concepts with their evidence."""
+    doc_hash = content_hash(text)
+    title = PurePath(filename).stem or filename
+    doc = DocumentSpec(name=filename, filename=filename, ontology=ontology, content=text,
+                       source_type=source_type, source_path=source_path)
+    stack: list[tuple[int, str]] = []  # (level, seed) of enclosing sections
+    for index, section in enumerate(_sections(text, title)):
+        body = text[section.body_start:section.end]
+        paras = _paragraphs(body)
+        while stack and stack[-1][0] >= section.level:
+            stack.pop()
+        seed = f"doc:{doc_hash}:{index}"
+        if section.level == 0 and not paras:
+            continue
+        chunk = ChunkSpec(paragraph=len(doc.chunks), text=text[section.start:section.end],
+                          start=section.start, end=section.end)
+        doc.chunks.append(chunk)
+        description = _WHITESPACE.sub(" ", paras[0]) if paras else ""
+        evidence = [(chunk.paragraph, p) for p in paras] or [(chunk.paragraph, section.title)]
+        relations = [("PART_OF", stack[-1][1])] if stack else []
+        doc.concepts.append(ConceptSpec(seed=seed, label=section.title,
+                                        description=description, evidence=evidence,
+                                        relations=relations))
+        stack.append((section.level, seed))
+    return doc
+
+
+def read_folder(folder: Path, ontology: str | None = None) -> list[DocumentSpec]:
+    """Every Markdown/text file under ``folder`` as a document of one ontology."""
+    folder = folder.resolve()
+    name = ontology or folder.name
+    docs: list[DocumentSpec] = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.suffix.lower() not in TEXT_SUFFIXES:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("skipping %s: %s", path, exc)
+            continue
+        rel = str(path.relative_to(folder))
+        docs.append(parse_text_document(text, rel, name, source_path=str(path)))
+    log.info("read %d documents from %s into ontology %r", len(docs), folder, name)
+    return docs
+
+
+def section_labels(docs: Iterable[DocumentSpec]) -> list[str]:
+    """All concept labels, in document order (handy for logs and tests)."""
+    return [c.label for d in docs for c in d.concepts]

@@ -1,0 +1,128 @@
+"""Background ingestion jobs.
+
+A job is recorded as ``pending`` with null progress, then an asyncio task runs it: the
+parse, the store writes and the embedding all happen in worker threads, one job at a
+time, so the event loop keeps answering (including ``GET /jobs/{id}`` polls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from datetime import UTC, datetime
+
+import anyio.to_thread
+
+from kg_fuse.server.corpus.markdown import parse_text_document
+from kg_fuse.server.service import KnowledgeGraph
+
+log = logging.getLogger(__name__)
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+class JobRunner:
+    """Creates job rows and runs them sequentially in the background."""
+
+    def __init__(self, graph: KnowledgeGraph) -> None:
+        self.graph = graph
+        self._tasks: set[asyncio.Task] = set()
+        self._lock: asyncio.Lock | None = None
+
+    def fail_interrupted(self) -> None:
+        """Jobs a previous process left unfinished cannot resume: mark them failed."""
+        with self.graph.store.transaction() as conn:
+            n = conn.execute(
+                "UPDATE jobs SET status = 'failed', error = 'server restarted before the job "
+                "finished', completed_at = ? WHERE status NOT IN ('completed', 'failed', "
+                "'cancelled')", (time.time(),)).rowcount
+        if n:
+            log.warning("marked %d interrupted jobs as failed", n)
+
+    def existing_job(self, digest: str) -> dict | None:
+        row = self.graph.store.query_one(
+            "SELECT id, status FROM jobs WHERE content_hash = ? ORDER BY created_at DESC",
+            (digest,))
+        return None if row is None else dict(row)
+
+    def insert(self, digest: str, filename: str, ontology: str, client_id: str) -> str:
+        """Record a pending job (blocking); :meth:`start` then runs it."""
+        job_id = f"job_{secrets.token_hex(6)}"
+        with self.graph.store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs(id, job_type, status, created_at, ontology, filename, "
+                "content_hash, client_id) VALUES (?, 'ingestion', 'pending', ?, ?, ?, ?, ?)",
+                (job_id, time.time(), ontology, filename, digest, client_id))
+        return job_id
+
+    def start(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+        """Schedule the job on the running event loop."""
+        task = asyncio.get_running_loop().create_task(
+            self._run(job_id, text, filename, ontology))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _update(self, job_id: str, **fields: object) -> None:
+        for key in ("progress", "result"):
+            if key in fields and fields[key] is not None:
+                fields[key] = json.dumps(fields[key])
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        with self.graph.store.transaction() as conn:
+            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?",
+                         (*fields.values(), job_id))
+
+    async def _run(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            try:
+                await anyio.to_thread.run_sync(self._work, job_id, text, filename, ontology)
+            except Exception as exc:  # a failed job reports why instead of vanishing
+                log.exception("job %s failed", job_id)
+                error = f"{type(exc).__name__}: {exc}"
+                await anyio.to_thread.run_sync(
+                    lambda: self._update(job_id, status="failed", error=error,
+                                         completed_at=time.time()))
+
+    def _work(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+        started = time.time()
+        self._update(job_id, status="running", started_at=started,
+                     progress={"stage": "parsing", "percent": 0})
+        doc = parse_text_document(text, filename, ontology, source_type="api")
+        total = len(doc.concepts)
+        self._update(job_id, progress={"stage": "embedding", "percent": 30,
+                                       "chunks_total": len(doc.chunks),
+                                       "concepts_total": total})
+        if self.graph.store.query_one("SELECT 1 FROM documents WHERE id = ?", (doc.id,)):
+            self.graph.remove_document(doc.id)  # force re-ingest replaces the old copy
+        embedded = self.graph.add_documents([doc], created_by=job_id)
+        result = {"concepts_created": embedded, "chunks": len(doc.chunks),
+                  "document_id": doc.id}
+        self._update(job_id, status="completed", completed_at=time.time(), result=result,
+                     progress={"stage": "completed", "percent": 100,
+                               "chunks_total": len(doc.chunks),
+                               "chunks_processed": len(doc.chunks),
+                               "concepts_total": total})
+        log.info("job %s ingested %s into %r: %d concepts in %.1f s", job_id, filename,
+                 ontology, embedded, time.time() - started)
+
+    def get(self, job_id: str) -> dict | None:
+        row = self.graph.store.query_one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        if row is None:
+            return None
+        return {
+            "job_id": row["id"], "job_type": row["job_type"], "status": row["status"],
+            "progress": json.loads(row["progress"]) if row["progress"] else None,
+            "result": json.loads(row["result"]) if row["result"] else None,
+            "error": row["error"], "created_at": iso(row["created_at"]),
+            "started_at": iso(row["started_at"]), "completed_at": iso(row["completed_at"]),
+            "ontology": row["ontology"], "filename": row["filename"],
+            "content_hash": row["content_hash"],
+        }

@@ -1,0 +1,86 @@
+"""Health, the OAuth token endpoint, and the admin threshold setting (ADR-508)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.concurrency import run_in_threadpool
+
+from kg_fuse.server import auth
+from kg_fuse.server.auth import Principal
+from kg_fuse.server.calibrate import FALLBACK_THRESHOLD, THRESHOLD_KEY
+from kg_fuse.server.deps import AppContext, AuthFirstRoute, Require, get_ctx
+from kg_fuse.server.embedder import MODEL_NAME
+from kg_fuse.server.schemas import (
+    HealthResponse,
+    ThresholdResponse,
+    ThresholdUpdate,
+    ThresholdUpdateResponse,
+    TokenResponse,
+)
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(route_class=AuthFirstRoute)
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+_TOKEN_FIELDS = ("grant_type", "client_id", "client_secret")
+
+
+@router.get("/health", response_model=HealthResponse)
+def health(ctx: Ctx) -> HealthResponse:
+    graph = ctx.graph
+    return HealthResponse(status="healthy" if len(graph.index) else "degraded",
+                          concepts=len(graph.index), embedding_model=MODEL_NAME,
+                          epoch=graph.store.epoch())
+
+
+@router.post("/auth/oauth/token", response_model=TokenResponse)
+async def token(request: Request, ctx: Ctx) -> TokenResponse:
+    """Form-encoded client credentials; a JSON body is a 422 as on the platform."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        raise RequestValidationError([
+            {"type": "missing", "loc": ("body", name), "msg": "Field required", "input": None}
+            for name in _TOKEN_FIELDS
+        ])
+    form = await request.form()
+    values = {name: form.get(name) for name in _TOKEN_FIELDS}
+    missing = [name for name, value in values.items() if not isinstance(value, str) or
+               not value]
+    if missing:
+        raise HTTPException(status_code=400,
+                            detail=f"Missing required form fields: {', '.join(missing)}")
+    if values["grant_type"] != "client_credentials":
+        raise HTTPException(status_code=400,
+                            detail="Unsupported grant_type: only client_credentials")
+    store = ctx.graph.store
+    principal = await run_in_threadpool(auth.verify_client, store, str(values["client_id"]),
+                                        str(values["client_secret"]))
+    if principal is None:
+        raise HTTPException(status_code=401, detail="Invalid client credentials")
+    issued = await run_in_threadpool(auth.issue_token, store, principal, ctx.token_ttl)
+    log.info("issued a token to %s (expires in %d s)", principal.client_id, issued.expires_in)
+    return TokenResponse(access_token=issued.access_token, expires_in=issued.expires_in,
+                         scope=issued.scope)
+
+
+@router.get("/admin/config/search-threshold", response_model=ThresholdResponse)
+def get_threshold(
+    ctx: Ctx, _admin: Annotated[Principal, Depends(Require("read", "search_config"))]
+) -> ThresholdResponse:
+    return ThresholdResponse(key=THRESHOLD_KEY, threshold=ctx.graph.stored_threshold(),
+                             fallback=FALLBACK_THRESHOLD)
+
+
+@router.put("/admin/config/search-threshold", response_model=ThresholdUpdateResponse)
+def put_threshold(
+    body: ThresholdUpdate, ctx: Ctx,
+    admin: Annotated[Principal, Depends(Require("write", "search_config"))],
+) -> ThresholdUpdateResponse:
+    ctx.graph.set_threshold(body.threshold)
+    log.info("%s set %s to %s", admin.client_id, THRESHOLD_KEY, body.threshold)
+    return ThresholdUpdateResponse(key=THRESHOLD_KEY, threshold=body.threshold)

@@ -1,0 +1,107 @@
+"""Writing: ontology create/delete, document ingest and job status."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, UploadFile
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from kg_fuse.server import content
+from kg_fuse.server.auth import Principal
+from kg_fuse.server.corpus import content_hash
+from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
+from kg_fuse.server.schemas import (
+    DuplicateResponse,
+    IngestResponse,
+    JobResponse,
+    OntologyCreateRequest,
+    OntologyDeleteResponse,
+    OntologyInfoResponse,
+)
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(route_class=AuthFirstRoute)
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+User = Annotated[Principal, Depends(require_user)]
+
+
+@router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
+def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> OntologyInfoResponse:
+    from kg_fuse.server.routes_catalog import ontology_info
+
+    try:
+        content.create_ontology(ctx.graph.store, body.name, body.description,
+                                created_by=user.client_id)
+    except FileExistsError:
+        raise HTTPException(status_code=409,
+                            detail=f"Ontology '{body.name}' already exists") from None
+    log.info("%s created ontology %r", user.client_id, body.name)
+    return ontology_info(body.name, ctx, user)
+
+
+@router.delete("/ontology/{name:path}", response_model=OntologyDeleteResponse)
+def delete_ontology(name: str, ctx: Ctx, user: User) -> OntologyDeleteResponse:
+    result = ctx.graph.remove_ontology(name)
+    if result is None:
+        raise HTTPException(status_code=404, detail=f"Ontology '{name}' not found")
+    log.info("%s deleted ontology %r", user.client_id, name)
+    return OntologyDeleteResponse(ontology=name, deleted=True, **result)
+
+
+@router.post("/ingest", response_model=IngestResponse | DuplicateResponse)
+async def ingest(
+    ctx: Ctx,
+    user: User,
+    file: Annotated[UploadFile, File()],
+    ontology: Annotated[str, Form(min_length=1)],
+    filename: Annotated[str | None, Form()] = None,
+    force: Annotated[bool, Form()] = False,
+    auto_approve: Annotated[bool, Form()] = False,
+) -> IngestResponse | JSONResponse:
+    """Queue a text document; the same content twice is a duplicate unless ``force``."""
+    raw = await file.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPException(status_code=400,
+                            detail="Only UTF-8 text documents can be ingested") from None
+    if not text.strip():
+        raise HTTPException(status_code=400, detail="The document is empty")
+    name = filename or file.filename or "document.txt"
+    digest = content_hash(text)
+    jobs = ctx.jobs
+    if not force:
+        stored = await run_in_threadpool(
+            ctx.graph.store.query_one,
+            "SELECT o.name FROM documents d JOIN ontologies o ON o.id = d.ontology_id "
+            "WHERE d.id = ?", (digest,))
+        previous = await run_in_threadpool(jobs.existing_job, digest)
+        active = previous is not None and previous["status"] in ("pending", "running")
+        if stored is not None or active:
+            where = f"ontology '{stored['name']}'" if stored is not None else "a running job"
+            dup = DuplicateResponse(
+                existing_job_id=previous["id"] if previous else None,
+                status=previous["status"] if previous else "completed",
+                message=f"Document already ingested ({where}); use force to re-ingest",
+                content_hash=digest)
+            return JSONResponse(dup.model_dump())
+    job_id = await run_in_threadpool(jobs.insert, digest, name, ontology, user.client_id)
+    jobs.start(job_id, text, name, ontology)
+    log.info("%s queued %s for ontology %r as %s (auto_approve=%s)", user.client_id, name,
+             ontology, job_id, auto_approve)
+    return IngestResponse(job_id=job_id, status="pending", content_hash=digest,
+                          message="Job queued; the embedded server approves jobs "
+                                  "automatically")
+
+
+@router.get("/jobs/{job_id}", response_model=JobResponse)
+def get_job(job_id: str, ctx: Ctx, _user: User) -> JobResponse:
+    job = ctx.jobs.get(job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"Job not found: {job_id}")
+    return JobResponse(**job)

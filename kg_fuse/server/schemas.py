@@ -1,0 +1,278 @@
+"""Request and response bodies of the wire contract, as pydantic models.
+
+Field names and optionality follow the platform's own models, so every declared field
+is always present and unset optionals serialise as null.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+# -- auth / health / epoch ------------------------------------------------------------------
+
+
+class TokenResponse(BaseModel):
+    access_token: str
+    token_type: str = "Bearer"
+    expires_in: int
+    refresh_token: str | None = None
+    scope: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["healthy", "degraded"]
+    concepts: int
+    embedding_model: str
+    epoch: int
+
+
+class EpochResponse(BaseModel):
+    epoch: int
+
+
+# -- search -----------------------------------------------------------------------------
+
+
+class SearchRequest(BaseModel):
+    """``min_similarity`` omitted (or null) means: inherit the server default."""
+
+    query: str = Field(..., min_length=1)
+    limit: int = Field(10, ge=1, le=100)
+    min_similarity: float | None = Field(None, ge=0.0, le=1.0)
+    offset: int = Field(0, ge=0)
+    ontology: str | None = None
+    include_evidence: bool = False
+    include_grounding: bool = True
+    include_diversity: bool = False
+    diversity_max_hops: int = Field(2, ge=1, le=3)
+
+
+class ConceptInstance(BaseModel):
+    quote: str
+    document: str
+    paragraph: int
+    source_id: str
+    full_text: str | None = None
+    content_type: str | None = None
+    has_image: bool | None = None
+    image_uri: str | None = None
+    storage_key: str | None = None
+    filename: str | None = None
+    source_type: str | None = None
+    source_path: str | None = None
+    source_hostname: str | None = None
+
+
+class ConceptSearchResult(BaseModel):
+    concept_id: str
+    label: str
+    description: str = ""
+    score: float
+    documents: list[str]
+    evidence_count: int
+    grounding_strength: float | None = None
+    confidence_level: str | None = None
+    confidence_score: float | None = None
+    grounding_display: str | None = None
+    diversity_score: float | None = None
+    diversity_related_count: int | None = None
+    authenticated_diversity: float | None = None
+    sample_evidence: list[ConceptInstance] | None = None
+
+
+class SearchResponse(BaseModel):
+    query: str
+    count: int
+    results: list[ConceptSearchResult]
+    below_threshold_count: int | None = None
+    suggested_threshold: float | None = None
+    top_match: ConceptSearchResult | None = None
+    threshold_used: float
+    offset: int
+
+
+# -- concept details --------------------------------------------------------------------
+
+
+class ConceptRelationship(BaseModel):
+    to_id: str
+    to_label: str
+    rel_type: str
+    confidence: float | None = None
+    created_by: str | None = None
+    source: str | None = None
+    job_id: str | None = None
+    document_id: str | None = None
+    created_at: str | None = None
+    category: str | None = None
+    avg_grounding: float | None = None
+    epistemic_status: str | None = None
+
+
+class ProvenanceDocument(BaseModel):
+    document_id: str
+    filename: str
+    source_type: str | None = None
+    source_path: str | None = None
+    hostname: str | None = None
+    ingested_by: str | None = None
+    ingested_at: str | None = None
+    job_id: str | None = None
+    source_count: int | None = None
+
+
+class ConceptProvenance(BaseModel):
+    documents: list[ProvenanceDocument] | None = None
+
+
+class ConceptDetailsResponse(BaseModel):
+    concept_id: str
+    label: str
+    description: str = ""
+    search_terms: list[str]
+    embedding: list[float] | None = None
+    documents: list[str]
+    instances: list[ConceptInstance]
+    relationships: list[ConceptRelationship]
+    grounding_strength: float | None = None
+    confidence_level: str | None = None
+    confidence_score: float | None = None
+    grounding_display: str | None = None
+    diversity_score: float | None = None
+    diversity_related_count: int | None = None
+    authenticated_diversity: float | None = None
+    provenance: ConceptProvenance | None = None
+
+
+# -- catalog / ontology / documents -----------------------------------------------------------
+
+
+class CatalogNode(BaseModel):
+    kind: Literal["ontology", "document", "concept"]
+    id: str
+    name: str
+    parent_id: str | None = None
+    child_count: int
+    content_type: str | None = None
+    properties: dict[str, Any] = Field(default_factory=dict)
+
+
+class CatalogResponse(BaseModel):
+    parent_id: str | None = None
+    parent_kind: str | None = None
+    child_kind: Literal["ontology", "document", "concept"]
+    nodes: list[CatalogNode]
+    total: int
+    limit: int
+    offset: int
+    query: str | None = None
+    stale: bool = False
+
+
+class OntologyStatistics(BaseModel):
+    source_count: int
+    file_count: int
+    concept_count: int
+    instance_count: int
+    relationship_count: int
+
+
+class OntologyNode(BaseModel):
+    ontology_id: str
+    name: str
+    description: str
+    lifecycle_state: str = "active"
+    creation_epoch: int
+    has_embedding: bool = False
+    search_terms: list[str] = Field(default_factory=list)
+    created_by: str | None = None
+
+
+class OntologyInfoResponse(BaseModel):
+    ontology: str
+    statistics: OntologyStatistics
+    files: list[str]
+    node: OntologyNode | None = None
+
+
+class OntologyCreateRequest(BaseModel):
+    name: str = Field(..., min_length=1)
+    description: str = ""
+
+
+class OntologyDeleteResponse(BaseModel):
+    ontology: str
+    deleted: bool
+    sources_deleted: int
+    orphaned_concepts_deleted: int
+    documents_deleted: int
+
+
+class DocumentChunk(BaseModel):
+    source_id: str
+    paragraph: int
+    full_text: str
+    char_offset_start: int
+    char_offset_end: int
+
+
+class DocumentContentResponse(BaseModel):
+    document_id: str
+    content_type: Literal["document", "image"]
+    content: dict[str, str]
+    chunks: list[DocumentChunk]
+
+
+# -- ingest / jobs ----------------------------------------------------------------------------
+
+
+class IngestResponse(BaseModel):
+    job_id: str
+    status: str
+    content_hash: str
+    position: int | None = None
+    message: str
+
+
+class DuplicateResponse(BaseModel):
+    duplicate: bool = True
+    existing_job_id: str | None = None
+    status: str
+    message: str
+    content_hash: str
+    use_force: bool = True
+
+
+class JobResponse(BaseModel):
+    job_id: str
+    job_type: str
+    status: str
+    progress: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    created_at: str
+    started_at: str | None = None
+    completed_at: str | None = None
+    ontology: str
+    filename: str | None = None
+    content_hash: str
+
+
+# -- admin ---------------------------------------------------------------------------------
+
+
+class ThresholdResponse(BaseModel):
+    key: str
+    threshold: float | None = None
+    fallback: float
+
+
+class ThresholdUpdate(BaseModel):
+    threshold: float = Field(..., ge=0.0, le=1.0)
+
+
+class ThresholdUpdateResponse(BaseModel):
+    key: str
+    threshold: float

@@ -1,0 +1,207 @@
+"""The embedded server's SQLite store: one file, WAL mode, one locked connection.
+
+One connection shared by the event loop's worker threads keeps SQLite's locking simple;
+every public method takes the lock, so callers never hold a cursor across threads.
+Content changes go through :meth:`Store.transaction`, which bumps the epoch counter in
+the same transaction so the epoch strictly increases whenever visible content changes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+EPOCH_KEY = "epoch"
+
+Params = tuple | list | dict
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS ontologies (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    description TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    creation_epoch INTEGER NOT NULL,
+    created_by TEXT
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    ontology_id TEXT NOT NULL REFERENCES ontologies(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_type TEXT NOT NULL DEFAULT 'document',
+    source_type TEXT,
+    source_path TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_ontology ON documents(ontology_id);
+CREATE TABLE IF NOT EXISTS chunks (
+    source_id TEXT PRIMARY KEY,
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    paragraph INTEGER NOT NULL,
+    full_text TEXT NOT NULL,
+    char_start INTEGER NOT NULL,
+    char_end INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_document ON chunks(document_id);
+CREATE TABLE IF NOT EXISTS concepts (
+    id TEXT PRIMARY KEY,
+    label TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    search_terms TEXT NOT NULL DEFAULT '[]',
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS instances (
+    id INTEGER PRIMARY KEY,
+    concept_id TEXT NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+    source_id TEXT NOT NULL REFERENCES chunks(source_id) ON DELETE CASCADE,
+    quote TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS instances_concept ON instances(concept_id);
+CREATE INDEX IF NOT EXISTS instances_source ON instances(source_id);
+CREATE TABLE IF NOT EXISTS relationships (
+    from_id TEXT NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+    to_id TEXT NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+    rel_type TEXT NOT NULL,
+    confidence REAL,
+    PRIMARY KEY (from_id, to_id, rel_type)
+);
+CREATE INDEX IF NOT EXISTS relationships_to ON relationships(to_id);
+CREATE TABLE IF NOT EXISTS embeddings (
+    concept_id TEXT PRIMARY KEY REFERENCES concepts(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS clients (
+    client_id TEXT PRIMARY KEY,
+    secret_hash TEXT NOT NULL,
+    salt TEXT NOT NULL,
+    role TEXT NOT NULL,
+    is_admin INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    token_hash TEXT PRIMARY KEY,
+    client_id TEXT NOT NULL REFERENCES clients(client_id) ON DELETE CASCADE,
+    expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    job_type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    progress TEXT,
+    error TEXT,
+    result TEXT,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    completed_at REAL,
+    ontology TEXT NOT NULL,
+    filename TEXT,
+    content_hash TEXT NOT NULL,
+    client_id TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_hash ON jobs(content_hash);
+"""
+
+
+class Store:
+    """All persistent state of the embedded server, behind one lock."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(SCHEMA)
+        log.info("store opened at %s", path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- low level ---------------------------------------------------------------------
+
+    def query(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def query_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchone()
+
+    def scalar(self, sql: str, params: Params = ()) -> object:
+        row = self.query_one(sql, params)
+        return None if row is None else row[0]
+
+    @contextmanager
+    def transaction(self, content_change: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction; ``content_change`` bumps the epoch inside it."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                if content_change:
+                    self._conn.execute(
+                        "INSERT INTO settings(key, value) VALUES (?, '1') ON CONFLICT(key) "
+                        "DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                        (EPOCH_KEY,),
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    # -- settings ----------------------------------------------------------------------
+
+    def get_setting(self, key: str) -> str | None:
+        value = self.scalar("SELECT value FROM settings WHERE key = ?", (key,))
+        return None if value is None else str(value)
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO settings(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def get_json_setting(self, key: str) -> object:
+        raw = self.get_setting(key)
+        return None if raw is None else json.loads(raw)
+
+    def epoch(self) -> int:
+        raw = self.get_setting(EPOCH_KEY)
+        return int(raw) if raw is not None else 0
+
+    def bump_epoch(self) -> int:
+        with self.transaction(content_change=True):
+            pass
+        return self.epoch()
+
+    # -- counts ------------------------------------------------------------------------
+
+    def concept_count(self) -> int:
+        return int(self.scalar("SELECT COUNT(*) FROM concepts") or 0)
+
+    def embedding_count(self) -> int:
+        return int(self.scalar("SELECT COUNT(*) FROM embeddings") or 0)
+
+    def now(self) -> float:
+        return time.time()

@@ -15,7 +15,7 @@ import pyfuse3
 from kg_fuse.fs.attrs import Attributes
 from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
-from kg_fuse.fs.names import META_DIR, decode_name
+from kg_fuse.fs.names import META_DIR, InvalidName, decode_name
 from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
 from kg_fuse.fs.queries import SavedQuery
 from kg_fuse.fs.render import query_toml, threshold_file
@@ -191,7 +191,11 @@ class KgOperations(pyfuse3.Operations):
     @handler
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
                      ) -> pyfuse3.EntryAttributes:
-        node = await self._child(self._node(parent_inode), decode_name(name))
+        try:
+            child_name = decode_name(name)
+        except InvalidName:  # such a name can never exist here
+            raise _enoent() from None
+        node = await self._child(self._node(parent_inode), child_name)
         await self._meta_refresh(node)
         return self._remember(node)
 

@@ -1,0 +1,110 @@
+"""Mounted: the creation-time auto-adjust and its floor, and following the server default."""
+
+from __future__ import annotations
+
+import os
+import time
+import tomllib
+
+import pytest
+
+from tests.helpers.mount import Mount
+
+pytestmark = pytest.mark.mount
+
+TIGHT = "gzip compression@0.97"
+TEXT = "gzip compression"
+
+
+def settings(mount: Mount, query: str) -> dict:
+    return tomllib.loads(mount.path(query, ".meta", "query.toml").read_text())
+
+
+def results(mount: Mount, query: str) -> list[str]:
+    return sorted(n for n in os.listdir(mount.path(query)) if n.endswith(".concept.md"))
+
+
+def test_over_tight_threshold_is_floored_to_the_server_default(mounted, kg_admin) -> None:
+    probe = kg_admin.search(TEXT, min_similarity=0.97)
+    default = kg_admin.get_default()
+    assert probe["count"] == 0 and probe["suggested_threshold"] is not None
+    assert probe["suggested_threshold"] <= default  # the scenario: the floor binds
+
+    mounted.path(TIGHT).mkdir()
+    toml = settings(mounted, TIGHT)
+    assert toml["query"] == TEXT
+    assert toml["threshold"] == "inherit"
+    assert toml["auto_adjusted"] is True
+    assert toml["auto_adjustment"]["from"] == 0.97
+    assert toml["auto_adjustment"]["to"] == "inherit"
+    threshold = mounted.path(TIGHT, ".meta", "threshold").read_text()
+    assert "Auto-adjusted" in threshold
+    assert threshold.splitlines()[-1] == "inherit"
+    assert results(mounted, TIGHT)  # inheriting the default finds gzip's functions
+
+
+def test_a_suggestion_above_the_default_is_adopted(mount_factory, kg_admin) -> None:
+    with kg_admin.default_set_to(0.1):
+        probe = kg_admin.search(TEXT, min_similarity=0.97)
+        suggested = probe["suggested_threshold"]
+        assert probe["count"] == 0 and suggested is not None and suggested > 0.1
+        mount = mount_factory()
+        mount.path(TIGHT).mkdir()
+        toml = settings(mount, TIGHT)
+        assert toml["threshold"] == pytest.approx(suggested)
+        assert toml["auto_adjusted"] is True
+        assert toml["auto_adjustment"]["to"] == pytest.approx(suggested)
+        assert results(mount, TIGHT)
+
+
+def test_an_inheriting_query_never_probes(mounted, kg_admin) -> None:
+    before = len(kg_admin.search_log("zipfile members"))
+    mounted.path("zipfile members").mkdir()
+    assert len(kg_admin.search_log("zipfile members")) == before
+    assert settings(mounted, "zipfile members")["auto_adjusted"] is False
+
+
+def test_a_threshold_that_finds_results_is_kept(mounted) -> None:
+    mounted.path("gzip compress@0.3").mkdir()
+    toml = settings(mounted, "gzip compress@0.3")
+    assert toml["threshold"] == 0.3 and toml["auto_adjusted"] is False
+
+
+def test_a_later_write_is_never_auto_adjusted(mounted) -> None:
+    mounted.path(TEXT).mkdir()
+    (mounted.path(TEXT, ".meta", "threshold")).write_text("0.97\n")
+    assert results(mounted, TEXT) == []
+    toml = settings(mounted, TEXT)
+    assert toml["threshold"] == 0.97 and toml["auto_adjusted"] is False
+
+
+def test_mkdir_with_the_server_unreachable_keeps_the_typed_threshold(
+    mount_factory, kg_server
+) -> None:
+    mount = mount_factory(extra_args=["--api-url", "http://127.0.0.1:9"],
+                          env={"KG_CLIENT_ID": "nobody", "KG_CLIENT_SECRET": "nothing"},
+                          allowed_log=[r"server request failed"])
+    started = time.monotonic()
+    mount.path(TIGHT).mkdir()
+    assert time.monotonic() - started < 5
+    toml = settings(mount, TIGHT)
+    assert toml["threshold"] == 0.97 and toml["auto_adjusted"] is False
+
+
+def test_the_listing_and_shown_default_follow_a_new_server_default(
+    mount_factory, kg_admin
+) -> None:
+    mount = mount_factory(extra_args=["--cache-ttl", "1"])
+    mount.path(TEXT).mkdir()
+    threshold = mount.path(TEXT, ".meta", "threshold")
+    before = results(mount, TEXT)
+    old_default = kg_admin.get_default()
+    assert f"Server default: {old_default:g}" in threshold.read_text()
+    with kg_admin.default_set_to(0.75):
+        time.sleep(1.2)
+        after = results(mount, TEXT)
+        assert len(after) < len(before)
+        assert "Server default: 0.75" in threshold.read_text()
+        assert threshold.read_text().splitlines()[-1] == "inherit"
+    time.sleep(1.2)
+    assert results(mount, TEXT) == before

@@ -1,0 +1,149 @@
+"""Mounted: `.meta/threshold` reads, every write style, rejections, and what `ls` shows."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import tomllib
+
+import pytest
+
+from tests.helpers.mount import Mount
+
+pytestmark = pytest.mark.mount
+
+QUERY = "compress data with gzip"
+
+
+def value_line(path) -> str:
+    return path.read_text().splitlines()[-1]
+
+
+def settings(mount: Mount, query: str = QUERY) -> dict:
+    return tomllib.loads(mount.path(query, ".meta", "query.toml").read_text())
+
+
+def results(mount: Mount, query: str = QUERY) -> list[str]:
+    return sorted(n for n in os.listdir(mount.path(query)) if n.endswith(".concept.md"))
+
+
+@pytest.fixture
+def query(mounted: Mount):
+    mounted.path(QUERY).mkdir()
+    return mounted.path(QUERY, ".meta", "threshold")
+
+
+def sh(command: str, cwd) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True,
+                          timeout=30)
+
+
+def test_new_query_inherits_and_shows_the_server_default(mounted, query, kg_admin) -> None:
+    text = query.read_text()
+    assert text.splitlines()[-1] == "inherit"
+    default = kg_admin.get_default()
+    assert f"Server default: {default:g}" in text
+    assert all(line.startswith("#") for line in text.splitlines()[:-1])
+    toml = settings(mounted)
+    assert toml["threshold"] == "inherit"
+    assert toml["server_default_last_seen"] == pytest.approx(default)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo 0.7 > threshold",
+        "printf 0.7 > threshold",
+        "echo 0.7 | tee threshold > /dev/null",
+        "truncate -s 0 threshold && printf 0.7 > threshold",
+        "sed -i 's/^inherit$/0.7/' threshold",
+        "echo 0.7 >> threshold",
+        # nano-style: read, edit the value line, rewrite the whole file in place
+        "python3 -c \"import sys; p='threshold'; t=open(p).read();"
+        " open(p,'w').write(t.replace('\\ninherit\\n', '\\n0.7\\n'))\"",
+    ],
+)
+def test_every_write_style_overrides(mounted, query, command) -> None:
+    result = sh(command, query.parent)
+    assert result.returncode == 0, result.stderr
+    assert value_line(query) == "0.7"
+    assert settings(mounted)["threshold"] == 0.7
+
+
+@pytest.mark.parametrize("word", ["inherit", "default", "INHERIT", ""])
+def test_inherit_words_and_empty_go_back_to_inheriting(mounted, query, word) -> None:
+    query.write_text("0.7\n")
+    query.write_text(word)
+    assert value_line(query) == "inherit"
+    assert settings(mounted)["threshold"] == "inherit"
+
+
+def test_truncate_alone_goes_back_to_inheriting(mounted, query) -> None:
+    query.write_text("0.7\n")
+    assert sh("truncate -s 0 threshold", query.parent).returncode == 0
+    assert value_line(query) == "inherit"
+
+
+def test_saving_unchanged_from_an_editor_keeps_inheriting(mounted, query) -> None:
+    text = query.read_text()
+    query.write_text(text)
+    assert value_line(query) == "inherit"
+    assert settings(mounted)["threshold"] == "inherit"
+
+
+@pytest.mark.parametrize(
+    "bad", ["banana", "nan", "inf", "-0.1", "1.5", "0.5 0.6", "0.5\n0.6\n", "0x1", "1e5"]
+)
+def test_invalid_writes_fail_with_einval_and_change_nothing(mounted, query, bad) -> None:
+    query.write_text("0.66\n")
+    with pytest.raises(OSError) as exc, open(query, "w") as f:
+        f.write(bad)
+        f.flush()
+    assert exc.value.errno == errno.EINVAL
+    assert value_line(query) == "0.66"
+    assert settings(mounted)["threshold"] == 0.66
+
+
+def test_shell_reports_invalid_argument(mounted, query) -> None:
+    result = sh("echo banana > threshold", query.parent)
+    assert result.returncode != 0
+    assert "Invalid argument" in result.stderr
+    assert value_line(query) == "inherit"
+
+
+def test_sed_with_an_invalid_result_is_refused(mounted, query) -> None:
+    query.write_text("0.66\n")
+    result = sh("sed -i 's/^0.66$/banana/' threshold", query.parent)
+    assert result.returncode != 0
+    assert value_line(query) == "0.66"
+
+
+def test_query_toml_is_read_only(mounted, query) -> None:
+    with pytest.raises(PermissionError):
+        open(mounted.path(QUERY, ".meta", "query.toml"), "w").close()
+
+
+def test_higher_threshold_lists_no_more_and_dropped_names_stop_resolving(mounted, query):
+    before = results(mounted)
+    assert before
+    query.write_text("0.9\n")
+    after = results(mounted)
+    assert len(after) < len(before)
+    assert set(after) <= set(before)
+    for gone in set(before) - set(after):
+        assert not mounted.path(QUERY, gone).exists(), gone
+    query.write_text("inherit\n")
+    assert results(mounted) == before
+
+
+def test_searches_omit_min_similarity_when_inheriting_and_send_an_override(
+    mounted, query, kg_admin
+) -> None:
+    results(mounted)
+    inherited = kg_admin.search_log(QUERY)
+    assert inherited and all(line["min_similarity"] == "omitted" for line in inherited)
+    query.write_text("0.61\n")
+    results(mounted)
+    sent = kg_admin.search_log(QUERY)[len(inherited):]
+    assert sent and all(line["min_similarity"] == "0.61" for line in sent)

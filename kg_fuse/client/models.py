@@ -96,8 +96,9 @@ class SearchResponse:
 @dataclass(frozen=True)
 class Evidence:
     quote: str
-    document: str
+    document: str  # on the platform: the ontology the source belongs to
     paragraph: int | None
+    filename: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,8 @@ class ConceptDetail:
                     quote=inst.get("quote") if isinstance(inst.get("quote"), str) else "",
                     document=inst.get("document") if isinstance(inst.get("document"), str) else "",
                     paragraph=paragraph if isinstance(paragraph, int) else None,
+                    filename=inst.get("filename") if isinstance(inst.get("filename"), str)
+                    else None,
                 )
             )
         relationships = []

@@ -61,9 +61,11 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
     if detail.evidence:
         lines += ["## Evidence", ""]
         for ev in detail.evidence:
-            where = ev.document or "unknown source"
+            where = ev.filename or ev.document or "unknown source"
             if ev.paragraph is not None:
                 where += f", paragraph {ev.paragraph}"
+            if ev.filename and ev.document:
+                where += f" ({ev.document})"
             lines += [_quote_block(ev.quote) or ">", f"> — {_one_line(where)}", ""]
     if detail.relationships:
         lines += ["## Relationships", ""]

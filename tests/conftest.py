@@ -1,0 +1,56 @@
+"""Session-wide fixtures: one real embedded server over the small stdlib corpus.
+
+The repository root goes on ``sys.path`` so test modules can import ``tests.helpers``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
+from tests.helpers.server import KGServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KGServer]:
+    """The session's embedded server (``tests.helpers.server.KGServer``), started once.
+
+    Serves ``SMALL_TEST_MODULES`` of the standard library, calibrated as a user's would
+    be. Use ``kg_server.api_url``, ``.admin`` / ``.user`` (``{"client_id",
+    "client_secret"}``), ``.env`` (the ``XDG_DATA_HOME``/``XDG_CONFIG_HOME`` a client
+    needs to find the credentials file), ``.log_path`` (stderr, including the request
+    log), ``.token(who)`` / ``.client(who)``. Treat it as shared: restore anything you
+    change (e.g. the default threshold); for destructive tests use ``kg_server_clone``.
+    """
+    server = KGServer(tmp_path_factory.mktemp("kg-server"), modules=SMALL_TEST_MODULES)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def kg_server_clone(kg_server: KGServer, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[Callable[..., KGServer]]:
+    """Factory: a started server over a copy of ``kg_server``'s store (no rebuild).
+
+    Keyword arguments go to ``KGServer`` (``extra_args``, ``env``). Stopped at the end
+    of the session.
+    """
+    started: list[KGServer] = []
+
+    def make(**kwargs: object) -> KGServer:
+        clone = kg_server.clone(tmp_path_factory.mktemp("kg-server-clone"), **kwargs)
+        started.append(clone)
+        return clone.start()
+
+    yield make
+    for server in started:
+        server.stop()

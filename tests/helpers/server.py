@@ -1,0 +1,194 @@
+"""A real embedded server in a subprocess, for tests.
+
+``KGServer(root, modules=...)`` runs ``python -m kg_fuse.server.commands serve`` on a
+free loopback port with ``XDG_DATA_HOME``/``XDG_CONFIG_HOME`` under ``root``, its stderr
+in ``root/server.log``, and waits until ``GET /health`` answers. Credentials come from
+the 0600 file the server writes, exactly as a user's client would find them.
+
+    server = KGServer(tmp / "srv", modules=SMALL_TEST_MODULES).start()
+    server.api_url, server.admin, server.user      # {"client_id", "client_secret"}
+    server.env                                     # XDG_* for clients of this server
+    server.client("user").post("/query/search", json={"query": "gzip"})
+    server.restart(); server.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+START_TIMEOUT = 300.0
+STOP_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class KGServer:
+    """One embedded-server process and the directories it owns."""
+
+    def __init__(self, root: Path, modules: Iterable[str] | None = None,
+                 extra_args: Iterable[str] = (), env: dict[str, str] | None = None,
+                 corpus: str = "stdlib") -> None:
+        self.root = Path(root)
+        self.data_home = self.root / "data"
+        self.config_home = self.root / "config"
+        self.log_path = self.root / "server.log"
+        self.modules = list(modules) if modules is not None else None
+        self.extra_args = list(extra_args)
+        self.corpus = corpus
+        self.extra_env = dict(env or {})
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._tokens: dict[str, str] = {}
+
+    # -- where things are ---------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a client of this server needs (XDG dirs, offline model)."""
+        return {"XDG_DATA_HOME": str(self.data_home), "XDG_CONFIG_HOME": str(self.config_home),
+                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.config_home / "kg-fuse" / "server-credentials.json"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_home / "kg-fuse" / "server" / "kg.sqlite3"
+
+    @property
+    def credentials(self) -> dict[str, Any]:
+        return json.loads(self.credentials_path.read_text())
+
+    @property
+    def admin(self) -> dict[str, str]:
+        return self.credentials["admin"]
+
+    @property
+    def user(self) -> dict[str, str]:
+        return self.credentials["user"]
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def argv(self, *extra: str) -> list[str]:
+        args = [sys.executable, "-m", "kg_fuse.server.commands", "serve",
+                "--port", str(self.port), "--corpus", self.corpus]
+        if self.modules is not None:
+            args += ["--modules", ",".join(self.modules)]
+        return args + self.extra_args + list(extra)
+
+    def start(self, timeout: float = START_TIMEOUT) -> KGServer:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.argv(), env={**os.environ, **self.env, **self.extra_env},
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self._tokens.clear()
+        self.wait_healthy(timeout)
+        return self
+
+    def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}:\n"
+                                   f"{self.log_text()[-4000:]}")
+            try:
+                if httpx.get(f"{self.api_url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"server not healthy in time:\n{self.log_text()[-4000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> int | None:
+        """SIGTERM (uvicorn shuts down gracefully) and wait; returns the exit status."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        status = self.process.returncode
+        self.process = None
+        return status
+
+    def restart(self, extra_args: Iterable[str] | None = None,
+                env: dict[str, str] | None = None) -> KGServer:
+        """Stop and start again on the same port and data; optionally new args/env."""
+        self.stop()
+        if extra_args is not None:
+            self.extra_args = list(extra_args)
+        if env is not None:
+            self.extra_env = dict(env)
+        return self.start()
+
+    def clone(self, root: Path, **kwargs: Any) -> KGServer:
+        """A new, not yet started server over a copy of this one's store and clients."""
+        other = KGServer(root, modules=self.modules, corpus=self.corpus, **kwargs)
+        other.db_path.parent.mkdir(parents=True, exist_ok=True)
+        src = sqlite3.connect(self.db_path)
+        dst = sqlite3.connect(other.db_path)
+        try:
+            src.backup(dst)  # consistent even while this server is writing (WAL)
+        finally:
+            src.close()
+            dst.close()
+        other.credentials_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(self.credentials_path, other.credentials_path)
+        return other
+
+    # -- talking to it ------------------------------------------------------------------
+
+    def fetch_token(self, who: str = "user") -> str:
+        creds = self.credentials[who]
+        response = httpx.post(f"{self.api_url}/auth/oauth/token", timeout=30,
+                              data={"grant_type": "client_credentials", **creds})
+        response.raise_for_status()
+        return str(response.json()["access_token"])
+
+    def token(self, who: str = "user") -> str:
+        """A cached token for ``who`` ("user" or "admin")."""
+        if who not in self._tokens:
+            self._tokens[who] = self.fetch_token(who)
+        return self._tokens[who]
+
+    def headers(self, who: str = "user") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(who)}"}
+
+    def client(self, who: str | None = "user") -> httpx.Client:
+        """An httpx client on the API; ``who=None`` sends no token."""
+        headers = self.headers(who) if who else {}
+        return httpx.Client(base_url=self.api_url, headers=headers, timeout=60)

@@ -1,0 +1,166 @@
+"""POST /query/search against the real session server (small stdlib corpus)."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.helpers.server import KGServer
+
+RELEVANT = "compress data with gzip"
+GIBBERISH = "asdfgh qwerty zxcvb"
+RESULT_FIELDS = {
+    "concept_id", "label", "description", "score", "documents", "evidence_count",
+    "grounding_strength", "confidence_level", "confidence_score", "grounding_display",
+    "diversity_score", "diversity_related_count", "authenticated_diversity",
+    "sample_evidence",
+}
+
+
+@pytest.fixture(scope="module")
+def http(kg_server: KGServer) -> httpx.Client:
+    return kg_server.client("user")
+
+
+def search(http: httpx.Client, query: str, **fields: object) -> dict:
+    response = http.post("/query/search", json={"query": query, **fields})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def server_default(kg_server: KGServer) -> float:
+    with kg_server.client("admin") as admin:
+        return admin.get("/admin/config/search-threshold").json()["threshold"]
+
+
+def test_response_has_every_contract_field(http: httpx.Client) -> None:
+    body = search(http, RELEVANT, limit=5)
+    assert set(body) == {"query", "count", "results", "below_threshold_count",
+                         "suggested_threshold", "top_match", "threshold_used", "offset"}
+    assert body["query"] == RELEVANT and body["offset"] == 0
+    assert body["count"] == len(body["results"]) == 5
+    for result in body["results"]:
+        assert set(result) == RESULT_FIELDS
+        assert isinstance(result["description"], str)
+        assert result["documents"] and all(isinstance(d, str) for d in result["documents"])
+        assert result["evidence_count"] >= 1
+    scores = [r["score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_calibrated_default_separates_gibberish_from_gzip(kg_server: KGServer,
+                                                          http: httpx.Client) -> None:
+    default = server_default(kg_server)
+    assert 0.3 < default < 0.6  # calibrated for MiniLM, not the platform's 0.6
+    relevant = search(http, RELEVANT)
+    assert relevant["threshold_used"] == default
+    labels = [r["label"] for r in relevant["results"]]
+    assert labels[0] == "gzip.compress"
+    assert {"gzip.decompress", "gzip.open"} <= set(labels)
+    assert all(r["score"] >= default for r in relevant["results"])
+    noise = search(http, GIBBERISH)
+    assert noise["count"] == 0 and noise["threshold_used"] == default
+
+
+def test_explicit_zero_wins_and_returns_low_scores(http: httpx.Client) -> None:
+    body = search(http, GIBBERISH, min_similarity=0.0, limit=100)
+    assert body["threshold_used"] == 0.0
+    assert body["count"] == 100
+    assert min(r["score"] for r in body["results"]) < 0.2
+
+
+def test_explicit_value_overrides_default(http: httpx.Client) -> None:
+    body = search(http, RELEVANT, min_similarity=0.7)
+    assert body["threshold_used"] == 0.7
+    assert all(r["score"] >= 0.7 for r in body["results"])
+    assert body["count"] >= 2
+
+
+@pytest.mark.parametrize("fields", [
+    {"limit": 101}, {"limit": 0}, {"min_similarity": 1.5}, {"min_similarity": -0.1},
+    {"offset": -1}, {"query": ""},
+])
+def test_invalid_requests_are_422(http: httpx.Client, fields: dict) -> None:
+    response = http.post("/query/search", json={"query": RELEVANT, **fields})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and {"type", "loc", "msg", "input"} <= set(detail[0])
+
+
+def test_offset_pages_through_the_same_ranking(http: httpx.Client) -> None:
+    full = search(http, RELEVANT, min_similarity=0.2, limit=20)["results"]
+    page2 = search(http, RELEVANT, min_similarity=0.2, limit=5, offset=5)
+    assert page2["offset"] == 5
+    assert [r["concept_id"] for r in page2["results"]] == [r["concept_id"]
+                                                           for r in full[5:10]]
+
+
+def test_ontology_filter_applies_before_paging(http: httpx.Client) -> None:
+    body = search(http, RELEVANT, min_similarity=0.0, limit=10, ontology="File Formats")
+    assert body["count"] == 10  # a full page although gzip's concepts rank higher overall
+    assert all("File Formats" in r["documents"] for r in body["results"])
+    second = search(http, RELEVANT, min_similarity=0.0, limit=10, offset=10,
+                    ontology="File Formats")
+    first_ids = {r["concept_id"] for r in body["results"]}
+    assert first_ids.isdisjoint(r["concept_id"] for r in second["results"])
+    assert search(http, RELEVANT, ontology="No Such Ontology")["count"] == 0
+
+
+def test_near_miss_hint_follows_the_rule(http: httpx.Client) -> None:
+    threshold, limit = 0.9, 4
+    body = search(http, RELEVANT, min_similarity=threshold, limit=limit)
+    assert body["count"] < 3
+    floor = search(http, RELEVANT, min_similarity=0.3, limit=2 * limit)["results"]
+    below = [r for r in floor if r["score"] < threshold]
+    assert below, "the probe needs near misses"
+    assert body["below_threshold_count"] == len(below)
+    assert body["suggested_threshold"] == round(min(r["score"] for r in below) - 0.02, 2)
+    assert body["top_match"]["concept_id"] == below[0]["concept_id"]
+    assert set(body["top_match"]) == RESULT_FIELDS
+
+
+def test_no_hint_with_three_or_more_results(http: httpx.Client) -> None:
+    body = search(http, RELEVANT, min_similarity=0.5)
+    assert body["count"] >= 3
+    assert (body["below_threshold_count"], body["suggested_threshold"],
+            body["top_match"]) == (None, None, None)
+
+
+def test_no_hint_at_or_below_point_three(http: httpx.Client) -> None:
+    body = search(http, "zzqx vbnq", min_similarity=0.3, limit=1)
+    assert body["count"] <= 1
+    assert (body["below_threshold_count"], body["suggested_threshold"],
+            body["top_match"]) == (None, None, None)
+
+
+def test_no_hint_when_nothing_reaches_point_three(http: httpx.Client) -> None:
+    body = search(http, GIBBERISH, min_similarity=0.99)
+    if body["below_threshold_count"] is None:
+        assert body["suggested_threshold"] is None and body["top_match"] is None
+    else:  # the mash has near misses on this corpus: then the hint must be coherent
+        assert body["below_threshold_count"] > 0
+        assert body["suggested_threshold"] <= body["top_match"]["score"]
+
+
+def test_include_evidence_adds_sample_quotes(http: httpx.Client) -> None:
+    result = search(http, RELEVANT, limit=1, include_evidence=True)["results"][0]
+    evidence = result["sample_evidence"]
+    assert evidence and all(isinstance(e["quote"], str) and e["full_text"] for e in evidence)
+
+
+def test_request_log_says_whether_min_similarity_was_sent(kg_server: KGServer,
+                                                          http: httpx.Client) -> None:
+    query = "request log probe: tar archive members"
+    omitted = search(http, query)
+    explicit = search(http, query, min_similarity=0.25)
+    lines = [line for line in kg_server.log_text().splitlines()
+             if line.endswith(f"query={query!r}")]
+    pattern = re.compile(r"search min_similarity=(\S+) threshold_used=(\S+) count=(\d+) "
+                         r"query=(.*)$")
+    parsed = [pattern.search(line).groups() for line in lines[-2:]]
+    assert parsed[0] == ("omitted", str(omitted["threshold_used"]), str(omitted["count"]),
+                         repr(query))
+    assert parsed[1] == ("0.25", "0.25", str(explicit["count"]), repr(query))
+    assert all("kg_fuse.server.requests" in line for line in lines[-2:])

@@ -42,7 +42,8 @@ def health(ctx: Ctx) -> HealthResponse:
 async def token(request: Request, ctx: Ctx) -> TokenResponse:
     """Form-encoded client credentials; a JSON body is a 422 as on the platform."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    is_form = content_type in ("application/x-www-form-urlencoded", "multipart/form-data")
+    if not is_form and (content_type or await request.body()):
         raise RequestValidationError([
             {"type": "missing", "loc": ("body", name), "msg": "Field required", "input": None}
             for name in _TOKEN_FIELDS

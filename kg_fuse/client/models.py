@@ -24,6 +24,11 @@ def _optional(body: dict[str, Any], name: str, kind: type | tuple[type, ...], wh
     return _field(body, name, kind, where)
 
 
+def clean_text(value: str) -> str:
+    """Replace lone surrogates (legal in JSON, not in UTF-8) with U+FFFD."""
+    return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 def _object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ServerFault(f"{where}: expected a JSON object")
@@ -60,8 +65,8 @@ class ConceptHit:
         body = _object(raw, where)
         return cls(
             concept_id=_field(body, "concept_id", str, where),
-            label=_field(body, "label", str, where),
-            description=_optional(body, "description", str, where) or "",
+            label=clean_text(_field(body, "label", str, where)),
+            description=clean_text(_optional(body, "description", str, where) or ""),
             score=finite_number(body.get("score"), where),
             ontologies=_strings(body.get("documents"), where),
         )
@@ -128,7 +133,7 @@ class ConceptDetail:
             paragraph = inst.get("paragraph")
             evidence.append(
                 Evidence(
-                    quote=inst.get("quote") if isinstance(inst.get("quote"), str) else "",
+                    quote=clean_text(inst["quote"]) if isinstance(inst.get("quote"), str) else "",
                     document=inst.get("document") if isinstance(inst.get("document"), str) else "",
                     paragraph=paragraph if isinstance(paragraph, int) else None,
                     filename=inst.get("filename") if isinstance(inst.get("filename"), str)
@@ -143,14 +148,14 @@ class ConceptDetail:
                 Relationship(
                     rel_type=str(rel.get("rel_type") or "RELATED_TO"),
                     to_id=str(rel.get("to_id") or ""),
-                    to_label=str(rel.get("to_label") or rel.get("to_id") or ""),
+                    to_label=clean_text(str(rel.get("to_label") or rel.get("to_id") or "")),
                     confidence=finite_number(confidence, where) if confidence is not None else None,
                 )
             )
         return cls(
             concept_id=_field(body, "concept_id", str, where),
-            label=_field(body, "label", str, where),
-            description=_optional(body, "description", str, where) or "",
+            label=clean_text(_field(body, "label", str, where)),
+            description=clean_text(_optional(body, "description", str, where) or ""),
             ontologies=_strings(body.get("documents"), where),
             evidence=tuple(evidence),
             relationships=tuple(relationships),

@@ -9,13 +9,14 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from kg_fuse.client.models import clean_text
 from kg_fuse.fs.threshold import InvalidThreshold, parse_threshold_value
 
 NAME_MAX = 255
 RESULT_SUFFIX = ".concept.md"
 META_DIR = ".meta"
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029/]")
-_THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[0-9.][0-9.eE+-]*)$", re.DOTALL)
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/]")
+_THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[-+]?[0-9.][0-9.eE+-]*)$", re.DOTALL)
 
 
 class InvalidName(ValueError):
@@ -40,7 +41,7 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
 def result_file_name(label: str, disambiguator: str = "") -> str:
     """``<label>.concept.md``, made valid: no ``/``, NUL or control characters, no
     leading dot, at most 255 bytes (cut on a character boundary)."""
-    cleaned = _UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ", label)
+    cleaned = _UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ", clean_text(label))
     cleaned = unicodedata.normalize("NFC", " ".join(cleaned.split()))
     cleaned = cleaned.lstrip(".") or "unnamed"
     tail = (f" ~{disambiguator}" if disambiguator else "") + RESULT_SUFFIX
@@ -62,10 +63,12 @@ class NameRegistry:
         name = result_file_name(label)
         if name in self._by_name:
             digest = hashlib.sha256(concept_id.encode("utf-8")).hexdigest()
-            for width in (6, 12, 64):
-                name = result_file_name(label, digest[:width])
-                if name not in self._by_name:
-                    break
+            candidates = [result_file_name(label, digest[:w]) for w in (6, 12, 64)]
+            counter = 2
+            while all(c in self._by_name for c in candidates):
+                candidates = [result_file_name(label, f"{digest[:6]}-{counter}")]
+                counter += 1
+            name = next(c for c in candidates if c not in self._by_name)
         self._by_concept[concept_id] = name
         self._by_name[name] = concept_id
         return name

@@ -161,13 +161,12 @@ class QueryStore:
     def load(self) -> StoreState:
         with self._locked():
             try:
-                text = self.path.read_text(encoding="utf-8")
+                return loads_state(self.path.read_text(encoding="utf-8"))
             except FileNotFoundError:
                 return StoreState()
-            try:
-                return loads_state(text)
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-                kept_at = self.path.with_name(f"queries.toml.corrupt-{os.getpid()}")
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+                kept_at = self.path.with_name(f"queries.toml.corrupt-{stamp}-{os.getpid()}")
                 os.replace(self.path, kept_at)
                 raise StoreCorrupt(self.path, kept_at, str(exc)) from exc
 

@@ -16,7 +16,7 @@ from kg_fuse.client.models import ConceptDetail, ConceptHit
 from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml
 from kg_fuse.fs.threshold import EffectiveThreshold
 
-_YAML_UNSAFE = {0x85, 0x2028, 0x2029, 0xFEFF}
+_YAML_UNSAFE = {0x85, 0x2028, 0x2029, 0xFEFF, 0xFFFE, 0xFFFF}
 
 
 def yaml_string(text: str) -> str:
@@ -57,7 +57,7 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
     lines += [description.strip() or "_No description._", ""]
     if detail is None:
         lines += ["_Evidence and relationships could not be fetched._", ""]
-        return ("\n".join(lines)).encode("utf-8", errors="surrogateescape")
+        return ("\n".join(lines)).encode("utf-8", errors="replace")
     if detail.evidence:
         lines += ["## Evidence", ""]
         for ev in detail.evidence:
@@ -73,11 +73,17 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
             confidence = f" ({rel.confidence:.2f})" if rel.confidence is not None else ""
             lines.append(f"- {rel.rel_type} → {_one_line(rel.to_label)}{confidence}")
         lines.append("")
-    return ("\n".join(lines)).encode("utf-8", errors="surrogateescape")
+    return ("\n".join(lines)).encode("utf-8", errors="replace")
+
+
+def format_threshold(value: float) -> str:
+    """The shortest text that reads back as exactly this value (so an unchanged save
+    from an editor never alters it)."""
+    return repr(float(value))
 
 
 def _fmt(value: float | None) -> str:
-    return "unknown (server not reached yet)" if value is None else f"{value:g}"
+    return "unknown (server not reached yet)" if value is None else format_threshold(value)
 
 
 def threshold_file(
@@ -97,12 +103,13 @@ def threshold_file(
     ]
     adj = query.auto_adjusted
     if adj is not None:
-        to = "inherit" if adj.to_value is None else f"{adj.to_value:g}"
+        to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
         lines.append(
-            f"# Auto-adjusted at creation: {adj.from_value:g} found nothing; the server "
-            f"suggested {adj.suggested:g}, floored at the default {adj.server_default:g} -> {to}"
+            f"# Auto-adjusted at creation: {_fmt(adj.from_value)} found nothing; the server "
+            f"suggested {_fmt(adj.suggested)}, floored at the default "
+            f"{_fmt(adj.server_default)} -> {to}"
         )
-    lines.append("inherit" if query.threshold is None else f"{query.threshold:g}")
+    lines.append("inherit" if query.threshold is None else format_threshold(query.threshold))
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

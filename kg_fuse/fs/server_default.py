@@ -17,6 +17,9 @@ from kg_fuse.client.api import KgApiClient, SearchRequest
 
 log = logging.getLogger(__name__)
 
+# An inheriting search of this text reports the default to any client (ADR-508).
+PROBE_TEXT = "kg-fuse server default probe"
+
 
 class ServerDefault:
     def __init__(
@@ -52,7 +55,7 @@ class ServerDefault:
     def _failed_recently(self) -> bool:
         return self._failed_at is not None and trio.current_time() - self._failed_at < self.ttl
 
-    async def get(self, probe_text: str, timeout: float | None = None) -> float | None:
+    async def get(self, timeout: float | None = None) -> float | None:
         """The default, refreshed if older than ``ttl``; the last known value if the
         server cannot be reached (None if it never was). After a failure the server is
         not asked again for ``ttl`` seconds, so a dead server costs one deadline, not one
@@ -63,13 +66,23 @@ class ServerDefault:
             if self.fresh or self._failed_recently():
                 return self.value
             try:
-                self.observe(await self._learn(probe_text, timeout))
+                self.observe(await self._learn(timeout))
             except errors.KgError as exc:
                 self._failed_at = trio.current_time()
                 log.info("could not refresh the server default: %s", exc)
         return self.value
 
-    async def _learn(self, probe_text: str, timeout: float | None) -> float:
+    @property
+    def learned_at(self) -> float | None:
+        """trio clock time of the last successful learning (None: never)."""
+        return self._learned_at
+
+    async def refresh(self, timeout: float | None = None) -> None:
+        """Re-learn the default now (the poller calls this); raises KgError on failure."""
+        async with self._lock:
+            self.observe(await self._learn(timeout))
+
+    async def _learn(self, timeout: float | None) -> float:
         if self._admin_readable is not False:
             try:
                 value = await self._client.admin_default_threshold(timeout=timeout)
@@ -78,5 +91,5 @@ class ServerDefault:
                     return value
             except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
                 self._admin_readable = False
-        response = await self._client.search(SearchRequest(probe_text, limit=1), timeout=timeout)
+        response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1), timeout=timeout)
         return response.threshold_used

@@ -87,20 +87,10 @@ def test_long_label_is_cut_on_a_character_boundary():
     assert set(name[: -len(RESULT_SUFFIX)]) == {"😀"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: C1 control characters (U+0080-U+009F, e.g. U+009B CSI) are not in _UNSAFE, "
-    "so they survive into result file names",
-)
 def test_result_file_name_drops_c1_control_characters():
     assert_valid_result_name(result_file_name("evil\x9b31mname"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a label with a lone surrogate (valid JSON '\\ud800') makes result_file_name "
-    "raise UnicodeEncodeError, failing the whole directory refresh",
-)
 def test_result_file_name_survives_a_lone_surrogate_label():
     assert_valid_result_name(result_file_name("bad \ud800 label"))
 
@@ -152,11 +142,6 @@ def test_registry_names_unique_and_stable_for_any_refresh_sequence(calls):
     assert len(set(given_names.values())) == len(given_names)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: NameRegistry gives up after 3 disambiguator widths and reuses a taken name "
-    "when other labels already look like the disambiguated names",
-)
 def test_registry_unique_even_when_labels_imitate_disambiguated_names():
     def stem(name: str) -> str:
         return name[: -len(RESULT_SUFFIX)]
@@ -219,10 +204,6 @@ def test_parse_query_dir_name_rejects(name):
         parse_query_dir_name(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: C1 control characters (e.g. U+009B CSI) are accepted in query directory names",
-)
 def test_parse_query_dir_name_rejects_c1_controls():
     with pytest.raises(InvalidName):
         parse_query_dir_name("evil\x9b31m")

@@ -144,20 +144,10 @@ def test_corrupt_store_is_kept_aside_not_deleted(tmp_path, content):
     "content",
     [b'version = 1\nqueries = ["x"]\n', b"version = 1\nqueries = [1]\n", b"queries = {a = 1}\n"],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: queries entries that are not tables raise AttributeError from load() instead "
-    "of StoreCorrupt, and the file is not kept aside",
-)
 def test_store_with_non_table_entries_is_corrupt(tmp_path, content):
     assert_kept_aside(tmp_path, content)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a store that is not UTF-8 raises UnicodeDecodeError from load() (read_text "
-    "is outside the handler) instead of StoreCorrupt",
-)
 def test_non_utf8_store_is_corrupt(tmp_path):
     assert_kept_aside(tmp_path, b'version = 1\n# \xff\xfe\n')
 

@@ -116,21 +116,11 @@ def test_markdown_shows_the_label_as_one_heading_line():
 
 
 @pytest.mark.parametrize("label", ["\ufffe", "bad\uffff"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: yaml_string does not escape the non-characters U+FFFE/U+FFFF, which YAML "
-    "forbids, so the front matter no longer parses",
-)
 def test_front_matter_with_yaml_forbidden_noncharacters(label):
     assert front_matter(concept_markdown(hit(label), None))["label"] == label
 
 
 @pytest.mark.parametrize("label", ["\ud800", "low\udc80"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a label with a lone surrogate (legal in JSON) makes concept_markdown raise "
-    "(high surrogate) or emit bytes that are not UTF-8 (low surrogate via surrogateescape)",
-)
 def test_markdown_with_lone_surrogate_label_is_utf8(label):
     body = concept_markdown(hit(label), None)
     body.decode("utf-8")

@@ -196,11 +196,6 @@ def test_rendered_file_of_four_decimal_override_round_trips(n):
     assert parse_threshold_file(_render(SavedQuery("q", "q", threshold=value), 0.47)) == value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: threshold_file formats the value with '{:g}' (6 significant digits), so an "
-    "override such as 0.1234567 is shown as 0.123457 and an unchanged editor save changes it",
-)
 def test_rendered_file_of_precise_override_round_trips():
     value = 0.1234567
     assert parse_threshold_file(_render(SavedQuery("q", "q", threshold=value), 0.47)) == value

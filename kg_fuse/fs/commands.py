@@ -31,8 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mount.add_argument("--admin", action="store_true",
                        help="use the embedded server's admin client instead of the ordinary one")
     mount.add_argument("--foreground", "-f", action="store_true", help="do not detach")
-    mount.add_argument("--cache-ttl", type=float, default=5.0,
-                       help="seconds a listing and the server default are cached (default 5)")
+    mount.add_argument("--poll-interval", type=float, default=5.0,
+                       help="seconds between checks of the server's epoch and default "
+                            "threshold; a change refreshes listings (default 5)")
+    mount.add_argument("--max-age", type=float, default=60.0,
+                       help="refetch a listing at least this often in seconds (default 60)")
     mount.add_argument("--timeout", type=float, default=5.0,
                        help="deadline of each HTTP request in seconds (default 5)")
     mount.add_argument("--probe-timeout", type=float, default=2.0,
@@ -87,7 +90,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_file, args.debug)
     options = MountOptions(
-        mountpoint=mountpoint, connection=connection, cache_ttl=args.cache_ttl,
+        mountpoint=mountpoint, connection=connection, poll_interval=args.poll_interval,
+        max_age=args.max_age,
         request_timeout=args.timeout, probe_timeout=args.probe_timeout,
         result_limit=args.limit,
     )
@@ -107,7 +111,8 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     log_file = args.log_file or paths.mount_state_dir(mountpoint) / "kg-fuse.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
-            "--log-file", str(log_file), "--cache-ttl", str(args.cache_ttl),
+            "--log-file", str(log_file), "--poll-interval", str(args.poll_interval),
+            "--max-age", str(args.max_age),
             "--timeout", str(args.timeout), "--probe-timeout", str(args.probe_timeout),
             "--limit", str(args.limit)]
     for flag, value in (("--api-url", args.api_url), ("--client-id", args.client_id),

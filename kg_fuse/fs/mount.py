@@ -25,7 +25,8 @@ class MountOptions:
     mountpoint: Path
     connection: Connection
     state_dir: Path | None = None
-    cache_ttl: float = 5.0
+    poll_interval: float = 5.0
+    max_age: float = 60.0
     request_timeout: float = 5.0
     probe_timeout: float = 2.0
     result_limit: int = 50
@@ -45,8 +46,8 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     state = await trio.to_thread.run_sync(store.load)
     client = KgApiClient(options.connection.api_url, options.connection.credentials,
                          timeout=options.request_timeout)
-    service = QueryService(client, store, state, cache_ttl=options.cache_ttl,
-                           result_limit=options.result_limit,
+    service = QueryService(client, store, state, poll_interval=options.poll_interval,
+                           max_age=options.max_age, result_limit=options.result_limit,
                            probe_timeout=options.probe_timeout)
     operations = KgOperations(service)
     fuse_options = set(pyfuse3.default_options)
@@ -61,6 +62,7 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
             ready = trio.Event()
             nursery.start_soon(_watch_signals, ready)
             await ready.wait()
+            nursery.start_soon(service.watch, options.poll_interval)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
         await service.save_if_dirty()

@@ -23,6 +23,7 @@ class NodeKind(enum.Enum):
     META_DIR = ".meta directory"
     THRESHOLD_FILE = ".meta/threshold"
     QUERY_TOML_FILE = ".meta/query.toml"
+    STATUS_FILE = ".meta/status"
     SCRATCH_FILE = ".meta scratch file"
     RESULT_FILE = "result file"
 

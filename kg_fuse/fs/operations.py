@@ -12,20 +12,27 @@ from dataclasses import dataclass, field
 
 import pyfuse3
 
+from kg_fuse.client.errors import KgError
 from kg_fuse.fs.attrs import Attributes
 from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
 from kg_fuse.fs.names import META_DIR, InvalidName, decode_name
 from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
 from kg_fuse.fs.queries import SavedQuery
-from kg_fuse.fs.render import query_toml, threshold_file
+from kg_fuse.fs.render import query_toml, status_file, threshold_file
 from kg_fuse.fs.results import ResultSet
 from kg_fuse.fs.service import QueryNotFound, QueryService
 from kg_fuse.fs.threshold import parse_threshold_file
 
 log = logging.getLogger(__name__)
 
-META_FILES = {"threshold": NodeKind.THRESHOLD_FILE, "query.toml": NodeKind.QUERY_TOML_FILE}
+META_FILES = {
+    "threshold": NodeKind.THRESHOLD_FILE,
+    "query.toml": NodeKind.QUERY_TOML_FILE,
+    "status": NodeKind.STATUS_FILE,
+}
+GENERATED = (NodeKind.THRESHOLD_FILE, NodeKind.QUERY_TOML_FILE, NodeKind.STATUS_FILE)
+READ_ONLY = (NodeKind.RESULT_FILE, NodeKind.QUERY_TOML_FILE, NodeKind.STATUS_FILE)
 
 
 @dataclass
@@ -55,6 +62,7 @@ class KgOperations(pyfuse3.Operations):
         self.attrs = Attributes(started_ns=time.time_ns())
         self.scratch = ScratchFiles()
         self._handles: dict[int, FileHandle | DirHandle] = {}
+        self._fetch_errors: dict[str, str] = {}
         self._next_fh = 1
         service.results_cache.on_refresh = self._results_refreshed
 
@@ -90,11 +98,15 @@ class KgOperations(pyfuse3.Operations):
         default = self.service.server_default.value
         if node.kind is NodeKind.THRESHOLD_FILE:
             return threshold_file(query, effective, default)
+        if node.kind is NodeKind.STATUS_FILE:
+            problem = self._fetch_errors.get(query.name) or self.service.server_error
+            return status_file(query, effective, default,
+                               self.service.results_cache.cached(query.name), problem)
         return query_toml(query, effective, default)
 
     def _body(self, node: Node) -> bytes:
         """Current content of a file node (last known for a result that left the list)."""
-        if node.kind in (NodeKind.THRESHOLD_FILE, NodeKind.QUERY_TOML_FILE):
+        if node.kind in GENERATED:
             return self._meta_body(node)
         if node.kind is NodeKind.SCRATCH_FILE:
             content = self.scratch.get(node.query, node.name)
@@ -119,7 +131,7 @@ class KgOperations(pyfuse3.Operations):
             return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False)
         mtime = self.attrs.meta_mtime_ns(node.query)
         return self.attrs.file(node.inode, len(body), mtime,
-                               writable=kind is not NodeKind.QUERY_TOML_FILE)
+                               writable=kind not in READ_ONLY)
 
     def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
         entry = self._entry(node)
@@ -147,9 +159,18 @@ class KgOperations(pyfuse3.Operations):
         self.attrs.touch_query(query, time.time_ns())
 
     async def _meta_refresh(self, node: Node) -> None:
-        """Before showing a .meta file, learn the server default if the cache is stale."""
-        if node.kind in (NodeKind.THRESHOLD_FILE, NodeKind.QUERY_TOML_FILE):
-            await self.service.current_default(self._query(node))
+        """Before showing a .meta file, learn the server default if the cache is stale;
+        before showing the status, try to fetch the results it describes."""
+        if node.kind not in GENERATED:
+            return
+        query = self._query(node)
+        await self.service.current_default(query)
+        if node.kind is NodeKind.STATUS_FILE:
+            try:
+                await self.service.results(query)
+                self._fetch_errors.pop(query.name, None)
+            except KgError as exc:
+                self._fetch_errors[query.name] = str(exc)
 
     async def _children(self, node: Node) -> list[tuple[str, NodeKind, str, str]]:
         """(name, kind, query, key name) of a directory's entries, in listing order."""
@@ -291,7 +312,7 @@ class KgOperations(pyfuse3.Operations):
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY
         if node.kind.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
-        if writing and node.kind in (NodeKind.RESULT_FILE, NodeKind.QUERY_TOML_FILE):
+        if writing and node.kind in READ_ONLY:
             raise pyfuse3.FUSEError(errno.EACCES)
         await self._meta_refresh(node)
         handle = FileHandle(node, snapshot=self._body(node))

@@ -7,14 +7,18 @@ holds (quotes, colons, newlines, unicode).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
 from kg_fuse.client.models import ConceptDetail, ConceptHit
 from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml
 from kg_fuse.fs.threshold import EffectiveThreshold
+
+if TYPE_CHECKING:
+    from kg_fuse.fs.results import ResultSet
 
 _YAML_UNSAFE = {0x85, 0x2028, 0x2029, 0xFEFF, 0xFFFE, 0xFFFF}
 
@@ -134,3 +138,52 @@ def query_toml(
     return tomli_w.dumps(doc).encode("utf-8")
 
 
+
+
+def _when(wall: float) -> str:
+    return dt.datetime.fromtimestamp(wall, dt.UTC).replace(microsecond=0).isoformat()
+
+
+def status_file(
+    query: SavedQuery,
+    effective: EffectiveThreshold,
+    server_default: float | None,
+    results: ResultSet | None,
+    problem: str | None,
+) -> bytes:
+    """``.meta/status``: why the directory looks the way it does, as ``key: value`` lines."""
+    lines = [
+        f"query: {_one_line(query.text)}",
+        f"effective threshold: {_fmt(effective.value)} ({effective.source.value})",
+        f"server default: {_fmt(server_default)}",
+    ]
+    if query.auto_adjusted is not None:
+        adj = query.auto_adjusted
+        to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
+        lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
+    if results is None:
+        lines.append("results: not fetched")
+    else:
+        response = results.response
+        freshness = "stale (server unavailable)" if results.stale else "fresh"
+        lines += [
+            f"results: {len(results.files)}",
+            f"fetched: {_when(results.fetched_wall)} ({freshness})",
+            f"threshold used by the server: {format_threshold(response.threshold_used)}",
+        ]
+        if response.below_threshold_count is not None:
+            lines.append(f"below threshold: {response.below_threshold_count}")
+        if response.suggested_threshold is not None:
+            lines.append(f"suggested threshold: {format_threshold(response.suggested_threshold)}")
+        if response.top_match is not None:
+            top = response.top_match
+            lines.append(f"best near miss: {_one_line(top.label)} ({top.score:.4f})")
+        if not results.files and response.suggested_threshold is not None:
+            lines.append(
+                "hint: nothing reached the threshold; write "
+                f"{format_threshold(response.suggested_threshold)} to .meta/threshold to see "
+                "the near misses (below the server default they may be noise)"
+            )
+    if problem:
+        lines.append(f"error: {_one_line(problem)}")
+    return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")

@@ -1,8 +1,10 @@
 """Fetching and caching a query's results as rendered files.
 
-A result set is fetched once per ``ttl`` (identical concurrent requests share one fetch),
-rendered when fetched so every file's exact size is known for ``ls -l``, and keeps each
-file's mtime while its content is unchanged.
+A result set is fetched once and kept until something says it changed (the server's
+epoch, its default threshold, the query's own threshold) or it is ``max_age`` seconds
+old. Identical concurrent requests share one fetch. Files are rendered when fetched, so
+every file's exact size is known for ``ls -l``, and keep their mtime while their content
+is unchanged.
 """
 
 from __future__ import annotations
@@ -60,15 +62,13 @@ class ResultCache:
     def __init__(
         self,
         client: KgApiClient,
-        ttl: float,
+        max_age: float,
         limit: int,
-        detail_ttl: float = 60.0,
         on_refresh: RefreshListener | None = None,
     ) -> None:
         self._client = client
-        self.ttl = ttl
+        self.max_age = max_age
         self.limit = limit
-        self.detail_ttl = detail_ttl
         self.on_refresh = on_refresh
         self._sets: dict[str, ResultSet] = {}
         self._names: dict[str, NameRegistry] = {}
@@ -89,6 +89,12 @@ class ResultCache:
             if result_set.min_similarity is None:
                 result_set.fetched_at = float("-inf")
 
+    def invalidate_all(self) -> None:
+        """The server's content changed: refetch every listing and concept on next use."""
+        for result_set in self._sets.values():
+            result_set.fetched_at = float("-inf")
+        self._details.clear()
+
     def forget(self, query_name: str) -> None:
         self._sets.pop(query_name, None)
         self._names.pop(query_name, None)
@@ -98,7 +104,7 @@ class ResultCache:
         return (
             rs is not None
             and rs.min_similarity == min_similarity
-            and trio.current_time() - rs.fetched_at < self.ttl
+            and trio.current_time() - rs.fetched_at < self.max_age
         )
 
     async def get(self, query_name: str, text: str, min_similarity: float | None) -> ResultSet:
@@ -152,7 +158,7 @@ class ResultCache:
         missing = []
         for cid in concept_ids:
             cached = self._details.get(cid)
-            if cached is not None and now - cached[0] < self.detail_ttl:
+            if cached is not None and now - cached[0] < self.max_age:
                 found[cid] = cached[1]
             else:
                 missing.append(cid)

@@ -38,7 +38,8 @@ class QueryService:
         store: QueryStore,
         state: StoreState,
         *,
-        cache_ttl: float = 5.0,
+        poll_interval: float = 5.0,
+        max_age: float = 60.0,
         result_limit: int = 50,
         probe_timeout: float = 2.0,
         on_refresh: RefreshListener | None = None,
@@ -47,10 +48,12 @@ class QueryService:
         self.store = store
         self.state = state
         self.probe_timeout = probe_timeout
-        self.results_cache = ResultCache(client, cache_ttl, result_limit, on_refresh=on_refresh)
+        self.results_cache = ResultCache(client, max_age, result_limit, on_refresh=on_refresh)
         self.server_default = ServerDefault(
-            client, cache_ttl, state.server_default_seen, on_change=self._default_changed
+            client, poll_interval, state.server_default_seen, on_change=self._default_changed
         )
+        self.server_error: str | None = None
+        self._epoch: int | None = None
         self._save_lock = trio.Lock()
         self._dirty_default = False
 
@@ -72,7 +75,7 @@ class QueryService:
 
     async def current_default(self, query: SavedQuery) -> float | None:
         """The server default, refreshed if stale (briefly cached; see ServerDefault)."""
-        return await self.server_default.get(query.text, timeout=self.probe_timeout)
+        return await self.server_default.get(timeout=self.probe_timeout)
 
     async def results(self, query: SavedQuery) -> ResultSet:
         min_similarity = self.effective(query).min_similarity
@@ -80,6 +83,35 @@ class QueryService:
         if min_similarity is None and not result_set.stale:
             self.server_default.observe(result_set.response.threshold_used)
         return result_set
+
+    # -- watching the server -------------------------------------------------------------
+
+    async def poll(self) -> None:
+        """One look at the server: a changed epoch drops every cached listing (the next
+        ``ls`` refetches), and the default is re-learned (a change drops the listings of
+        inheriting queries)."""
+        try:
+            epoch = await self.client.epoch(timeout=self.probe_timeout)
+            await self.server_default.refresh(timeout=self.probe_timeout)
+        except errors.KgError as exc:
+            if self.server_error is None:
+                log.warning("server unavailable, serving cached listings: %s", exc)
+            self.server_error = str(exc)
+            return
+        if self.server_error is not None:
+            log.info("server available again")
+        self.server_error = None
+        if self._epoch is not None and epoch != self._epoch:
+            log.info("server content changed (epoch %s -> %s)", self._epoch, epoch)
+            self.results_cache.invalidate_all()
+        self._epoch = epoch
+        await self.save_if_dirty()
+
+    async def watch(self, interval: float) -> None:
+        """Poll the server every ``interval`` seconds until cancelled."""
+        while True:
+            await self.poll()
+            await trio.sleep(interval)
 
     # -- changing -------------------------------------------------------------------------
 
@@ -110,7 +142,7 @@ class QueryService:
                 )
                 if response.results or response.suggested_threshold is None:
                     return query
-                default = await self.server_default.get(query.text, timeout=self.probe_timeout)
+                default = await self.server_default.get(timeout=self.probe_timeout)
         except (errors.KgError, trio.TooSlowError) as exc:
             log.info("creation probe for %r failed, keeping the typed threshold: %s",
                      query.name, exc)

@@ -66,7 +66,7 @@ def test_result_files_are_read_only(mounted: Mount) -> None:
 def test_gibberish_lists_nothing_at_the_calibrated_default(mounted: Mount) -> None:
     mounted.path(GIBBERISH).mkdir()
     assert result_files(mounted.path(GIBBERISH)) == []
-    assert os.listdir(mounted.path(GIBBERISH, ".meta")) == ["threshold", "query.toml"]
+    assert os.listdir(mounted.path(GIBBERISH, ".meta")) == ["threshold", "query.toml", "status"]
 
 
 def test_rmdir_removes_the_query(mounted: Mount) -> None:

@@ -196,7 +196,11 @@ class KnowledgeGraph:
                 log.info("index is up to date: %d concepts, nothing to embed",
                          len(self.index))
         if self.stored_threshold() is None:
-            self.calibrate(write=True)
+            if len(self.index):
+                self.calibrate(write=True)
+            else:
+                log.info("no concepts to calibrate against; the fallback %.2f applies until "
+                         "a start with content", calibrate.FALLBACK_THRESHOLD)
 
     def _stdlib_docs(self, modules: list[str] | None) -> tuple[dict | None,
                                                                list[DocumentSpec]]:

@@ -208,3 +208,18 @@ def test_tokens_expire(server: KGServer) -> None:
         assert expired.json() == {"detail": "Could not validate credentials"}
     finally:
         server.restart(env={})
+
+
+def test_empty_server_uses_the_fallback_default(tmp_path: Path) -> None:
+    server = KGServer(tmp_path / "empty", corpus="none").start()
+    try:
+        with server.client("admin") as http:
+            assert http.get("/health").json()["status"] == "degraded"
+            assert http.get(THRESHOLD).json() == {
+                "key": "search_default_similarity_threshold", "threshold": None,
+                "fallback": 0.6}
+            body = http.post("/query/search", json={"query": RELEVANT}).json()
+            assert body["threshold_used"] == 0.6 and body["count"] == 0
+            assert http.get("/catalog/children").json()["total"] == 0
+    finally:
+        assert server.stop() in (0, -15)  # uvicorn re-raises SIGTERM after a clean shutdown

@@ -148,6 +148,8 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> l
         "WHERE id NOT IN (SELECT concept_id FROM embeddings) ORDER BY id")
     if not rows:
         return []
+    # Similar lengths in a batch mean less padding: about twice as fast on CPU.
+    rows = sorted(rows, key=lambda r: len(r["label"]) + len(r["description"]))
     texts = [embedding_text(r["label"], r["description"]) for r in rows]
     log.info("embedding %d concepts with %s", len(texts), embedder.name)
     vectors = embedder.encode(texts, progress=progress)

@@ -174,9 +174,16 @@ class ResultCache:
             self._details[cid] = (trio.current_time(), detail)
             found[cid] = detail
 
-        async with trio.open_nursery() as nursery:
-            for cid in missing:
-                nursery.start_soon(fetch_one, cid)
+        # All details share one deadline: a server that answers the search but stalls on
+        # details costs one request timeout, and the files render without the details.
+        with trio.move_on_after(self._client.timeout) as scope:
+            async with trio.open_nursery() as nursery:
+                for cid in missing:
+                    nursery.start_soon(fetch_one, cid)
+        if scope.cancelled_caught:
+            log.warning("concept details timed out; %d of %d rendered without them",
+                        len(missing) - (len(found) - (len(concept_ids) - len(missing))),
+                        len(concept_ids))
         return found
 
 

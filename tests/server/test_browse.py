@@ -158,3 +158,15 @@ def test_unknown_concept_is_404(http: httpx.Client) -> None:
     response = http.get("/query/concept/c_missing")
     assert response.status_code == 404
     assert response.json() == {"detail": "Concept 'c_missing' not found"}
+
+
+def test_catalog_lists_concepts_of_a_document(http: httpx.Client) -> None:
+    ont = ontologies(http)[COMPRESSION]
+    gzip_doc = documents_of(http, ont["id"])["gzip"]
+    body = http.get("/catalog/children", params={"parent": gzip_doc["id"],
+                                                 "parent_kind": "document"}).json()
+    assert body["child_kind"] == "concept" and body["parent_kind"] == "document"
+    assert body["total"] == gzip_doc["child_count"] == len(body["nodes"])
+    names = {n["name"] for n in body["nodes"]}
+    assert {"gzip", "gzip.compress", "gzip.GzipFile"} <= names
+    assert all(n["kind"] == "concept" and n["id"].startswith("c_") for n in body["nodes"])

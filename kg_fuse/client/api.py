@@ -18,7 +18,16 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.credentials import Credentials
-from kg_fuse.client.models import ConceptDetail, SearchResponse, finite_number
+from kg_fuse.client.models import (
+    CatalogNode,
+    CatalogPage,
+    ConceptDetail,
+    DocumentContent,
+    IngestReceipt,
+    JobStatus,
+    SearchResponse,
+    finite_number,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,31 +123,81 @@ class KgApiClient:
             return float(fallback) if isinstance(fallback, int | float) else None
         return finite_number(value, "admin threshold")
 
+    async def catalog_page(
+        self, parent: str | None = None, limit: int = 1000, offset: int = 0
+    ) -> CatalogPage:
+        """One page of ontologies (``parent`` None) or of one ontology's documents."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "sort": "name"}
+        if parent is not None:
+            params |= {"parent": parent, "parent_kind": "ontology"}
+        return CatalogPage.parse(await self._call("GET", "/catalog/children", params=params))
+
+    async def catalog_all(self, parent: str | None = None) -> list[CatalogNode]:
+        """Every child, paging with ``offset`` until ``total`` is reached."""
+        nodes: list[CatalogNode] = []
+        while True:
+            page = await self.catalog_page(parent, offset=len(nodes))
+            nodes.extend(page.nodes)
+            if not page.nodes or len(nodes) >= page.total:
+                return nodes
+
+    async def ontology_exists(self, name: str) -> bool:
+        try:
+            await self._call("GET", f"/ontology/{path_segment(name)}")
+        except errors.NotFound:
+            return False
+        return True
+
+    async def create_ontology(self, name: str) -> None:
+        await self._call("POST", "/ontology/", json={"name": name, "description": ""})
+
+    async def delete_ontology(self, name: str) -> None:
+        await self._call("DELETE", f"/ontology/{path_segment(name)}")
+
+    async def document_content(self, document_id: str) -> bytes:
+        """The original document: its text, or the image's bytes."""
+        raw = await self._call("GET", f"/documents/{path_segment(document_id)}/content")
+        return DocumentContent.parse(raw)
+
+    async def ingest(self, ontology: str, filename: str, data: bytes) -> IngestReceipt:
+        raw = await self._call(
+            "POST", "/ingest",
+            data={"ontology": ontology, "filename": filename, "auto_approve": "true"},
+            files={"file": (filename, data, "application/octet-stream")},
+        )
+        return IngestReceipt.parse(raw)
+
+    async def job(self, job_id: str) -> JobStatus:
+        return JobStatus.parse(await self._call("GET", f"/jobs/{path_segment(job_id)}"))
+
     # -- plumbing ------------------------------------------------------------------------
 
     async def _call(
-        self, method: str, path: str, *, json: Any = None, timeout: float | None = None
+        self, method: str, path: str, *, timeout: float | None = None, **request: Any
     ) -> Any:
+        """One API call under one deadline; ``request`` goes to httpx (json, params, ...)."""
         deadline = timeout if timeout is not None else self.timeout
         try:
             with trio.fail_after(deadline):
-                return await self._call_with_retry(method, path, json)
+                return await self._call_with_retry(method, path, request)
         except trio.TooSlowError:
             raise errors.ServerTimeout(f"{method} {path}: no answer within {deadline:g}s") from None
 
-    async def _call_with_retry(self, method: str, path: str, body: Any) -> Any:
+    async def _call_with_retry(self, method: str, path: str, request: dict[str, Any]) -> Any:
         token = await self._get_token()
-        response = await self._send(method, path, body, token)
+        response = await self._send(method, path, request, token)
         if response.status_code == 401:
             log.info("token rejected on %s %s; authenticating again", method, path)
             token = await self._get_token(stale=token)
-            response = await self._send(method, path, body, token)
+            response = await self._send(method, path, request, token)
         return self._decode(method, path, response)
 
-    async def _send(self, method: str, path: str, body: Any, token: str) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, request: dict[str, Any], token: str
+    ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {token}"}
         try:
-            return await self._http.request(method, path, json=body, headers=headers)
+            return await self._http.request(method, path, headers=headers, **request)
         except httpx.TimeoutException as exc:
             raise errors.ServerTimeout(f"{method} {path}: {type(exc).__name__}") from None
         except httpx.HTTPError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -159,4 +160,105 @@ class ConceptDetail:
             ontologies=_strings(body.get("documents"), where),
             evidence=tuple(evidence),
             relationships=tuple(relationships),
+        )
+
+
+@dataclass(frozen=True)
+class CatalogNode:
+    """An ontology or a document, as the catalog lists it."""
+
+    id: str
+    name: str
+    kind: str
+    child_count: int
+
+    @classmethod
+    def parse(cls, raw: Any) -> CatalogNode:
+        where = "catalog node"
+        body = _object(raw, where)
+        count = body.get("child_count")
+        return cls(
+            id=_field(body, "id", str, where),
+            name=clean_text(_field(body, "name", str, where)),
+            kind=str(body.get("kind") or ""),
+            child_count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+        )
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    nodes: tuple[CatalogNode, ...]
+    total: int
+
+    @classmethod
+    def parse(cls, raw: Any) -> CatalogPage:
+        where = "catalog page"
+        body = _object(raw, where)
+        return cls(
+            nodes=tuple(CatalogNode.parse(n) for n in _field(body, "nodes", list, where)),
+            total=_field(body, "total", int, where),
+        )
+
+
+class DocumentContent:
+    """``content.document`` (text) or ``content.image`` (base64) of a document."""
+
+    @staticmethod
+    def parse(raw: Any) -> bytes:
+        where = "document content"
+        content = _object(_object(raw, where).get("content"), where)
+        if isinstance(content.get("document"), str):
+            return clean_text(content["document"]).encode("utf-8")
+        if isinstance(content.get("image"), str):
+            try:
+                return base64.b64decode(content["image"], validate=True)
+            except ValueError:
+                raise ServerFault(f"{where}: image is not base64") from None
+        raise ServerFault(f"{where}: neither 'document' nor 'image'")
+
+
+@dataclass(frozen=True)
+class IngestReceipt:
+    """A queued ingestion job, or (``job_id`` None) a duplicate of an existing one."""
+
+    job_id: str | None
+    duplicate_of: str | None
+    status: str
+
+    @classmethod
+    def parse(cls, raw: Any) -> IngestReceipt:
+        body = _object(raw, "ingest response")
+        job_id = body.get("job_id") if isinstance(body.get("job_id"), str) else None
+        existing = body.get("existing_job_id")
+        if job_id is None and not body.get("duplicate"):
+            raise ServerFault("ingest response has neither job_id nor duplicate")
+        return cls(job_id, existing if isinstance(existing, str) else None,
+                   str(body.get("status") or ""))
+
+
+TERMINAL_JOB_STATUSES = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job_id: str
+    status: str
+    progress: dict[str, Any] | None
+    error: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL_JOB_STATUSES
+
+    @classmethod
+    def parse(cls, raw: Any) -> JobStatus:
+        where = "job"
+        body = _object(raw, where)
+        progress = body.get("progress")
+        error = body.get("error")
+        return cls(
+            job_id=_field(body, "job_id", str, where),
+            status=_field(body, "status", str, where),
+            progress=progress if isinstance(progress, dict) else None,
+            error=error if isinstance(error, str) else None,
         )

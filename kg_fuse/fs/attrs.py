@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 
 import pyfuse3
 
-from kg_fuse.fs.queries import SavedQuery
-
 DIR_TIMEOUT = 1.0
 FILE_TIMEOUT = 0.0
 BLOCK_SIZE = 4096
@@ -56,16 +54,19 @@ class Attributes:
         entry.st_blocks = (size + 511) // 512
         return entry
 
-    def query_mtime_ns(self, query: SavedQuery | None) -> int:
-        return self.started_ns if query is None else self._meta_mtimes.get(
-            query.name, self.started_ns)
+    def link(self, inode: int, size: int) -> pyfuse3.EntryAttributes:
+        entry = self._base(inode, self.started_ns, DIR_TIMEOUT)
+        entry.st_mode = stat.S_IFLNK | 0o777
+        entry.st_nlink = 1
+        entry.st_size = size
+        return entry
 
-    def meta_mtime_ns(self, query_name: str) -> int:
-        return self._meta_mtimes.get(query_name, self.started_ns)
+    def meta_mtime_ns(self, owner: str) -> int:
+        """When the directory ``owner`` (or its query's settings) last changed."""
+        return self._meta_mtimes.get(owner, self.started_ns)
 
-    def touch_query(self, query_name: str, mtime_ns: int) -> None:
-        """A query's settings changed: its .meta files show a new mtime."""
-        self._meta_mtimes[query_name] = mtime_ns
+    def touch(self, owner: str, mtime_ns: int) -> None:
+        self._meta_mtimes[owner] = mtime_ns
 
     def statfs(self, inode_count: int) -> pyfuse3.StatvfsData:
         data = pyfuse3.StatvfsData()

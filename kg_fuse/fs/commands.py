@@ -40,8 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="deadline of each HTTP request in seconds (default 5)")
     mount.add_argument("--probe-timeout", type=float, default=2.0,
                        help="deadline of the creation-time probe in seconds (default 2)")
-    mount.add_argument("--limit", type=int, default=50, choices=range(1, 101),
-                       metavar="1..100", help="results per query (default 50)")
+    mount.add_argument("--ingest-delay", type=float, default=2.0,
+                       help="seconds between closing a file in ingest/ and its upload, "
+                            "during which rm cancels and mv redirects it (default 2)")
+    mount.add_argument("--allow-ontology-delete", action="store_true",
+                       help="let rmdir ontology/NAME delete the ontology on the server")
     mount.add_argument("--log-file", type=Path, help="log here (default: stderr in the "
                        "foreground, a file in the state directory otherwise)")
     mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
@@ -93,7 +96,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         mountpoint=mountpoint, connection=connection, poll_interval=args.poll_interval,
         max_age=args.max_age,
         request_timeout=args.timeout, probe_timeout=args.probe_timeout,
-        result_limit=args.limit,
+        ingest_delay=args.ingest_delay, allow_ontology_delete=args.allow_ontology_delete,
     )
     try:
         run_mount(options)
@@ -114,12 +117,13 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
             "--log-file", str(log_file), "--poll-interval", str(args.poll_interval),
             "--max-age", str(args.max_age),
             "--timeout", str(args.timeout), "--probe-timeout", str(args.probe_timeout),
-            "--limit", str(args.limit)]
+            "--ingest-delay", str(args.ingest_delay)]
     for flag, value in (("--api-url", args.api_url), ("--client-id", args.client_id),
                         ("--client-secret-file", args.client_secret_file)):
         if value:
             argv += [flag, value]
     argv += ["--admin"] if args.admin else []
+    argv += ["--allow-ontology-delete"] if args.allow_ontology_delete else []
     argv += ["--debug"] if args.debug else []
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

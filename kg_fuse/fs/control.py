@@ -29,12 +29,13 @@ class WriteSession:
     attempted: bool = False
 
     @classmethod
-    def begin(cls, current: bytes, flags: int) -> WriteSession:
+    def begin(cls, current: bytes, flags: int, append_replaces: bool = True) -> WriteSession:
         truncated = bool(flags & os.O_TRUNC)
         append = bool(flags & os.O_APPEND)
-        # In append mode, what is appended is the new value: the comments and old value
-        # shown on read are not part of what the user wrote.
-        start = b"" if truncated or append else current
+        # For a single-value file, what is appended is the new value: the comments and
+        # old value shown on read are not part of what the user wrote. A list file keeps
+        # its lines and gains the appended ones.
+        start = b"" if truncated or (append and append_replaces) else current
         return cls(bytearray(start), append, truncated)
 
     def candidate(self, offset: int, data: bytes) -> bytes:

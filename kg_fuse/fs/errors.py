@@ -13,7 +13,7 @@ import trio
 
 from kg_fuse.client.errors import KgError
 from kg_fuse.fs.names import InvalidName
-from kg_fuse.fs.service import QueryExists, QueryNotFound
+from kg_fuse.fs.service import QueryExists, QueryNotEmpty, QueryNotFound
 from kg_fuse.fs.threshold import InvalidThreshold
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,8 @@ def fuse_error(exc: BaseException) -> pyfuse3.FUSEError | None:
         return pyfuse3.FUSEError(errno.EINVAL)
     if isinstance(exc, QueryExists):
         return pyfuse3.FUSEError(errno.EEXIST)
+    if isinstance(exc, QueryNotEmpty):
+        return pyfuse3.FUSEError(errno.ENOTEMPTY)
     if isinstance(exc, QueryNotFound):
         return pyfuse3.FUSEError(errno.ENOENT)
     if isinstance(exc, trio.TooSlowError):

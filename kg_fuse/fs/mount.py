@@ -13,6 +13,8 @@ import trio
 from kg_fuse import paths
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection
+from kg_fuse.fs.catalog import Catalog
+from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.operations import KgOperations
 from kg_fuse.fs.queries import QueryStore
 from kg_fuse.fs.service import QueryService
@@ -29,7 +31,8 @@ class MountOptions:
     max_age: float = 60.0
     request_timeout: float = 5.0
     probe_timeout: float = 2.0
-    result_limit: int = 50
+    ingest_delay: float = 2.0
+    allow_ontology_delete: bool = False
     debug_fuse: bool = False
 
 
@@ -42,14 +45,29 @@ async def _watch_signals(ready: trio.Event) -> None:
             return
 
 
+async def _watch_server(service: QueryService, catalog: Catalog, interval: float) -> None:
+    """Poll the server every ``interval`` seconds; a content change empties the caches."""
+    while True:
+        if await service.poll():
+            catalog.invalidate()
+        await trio.sleep(interval)
+
+
 async def _serve(options: MountOptions, store: QueryStore) -> None:
     state = await trio.to_thread.run_sync(store.load)
     client = KgApiClient(options.connection.api_url, options.connection.credentials,
                          timeout=options.request_timeout)
     service = QueryService(client, store, state, poll_interval=options.poll_interval,
-                           max_age=options.max_age, result_limit=options.result_limit,
-                           probe_timeout=options.probe_timeout)
-    operations = KgOperations(service)
+                           max_age=options.max_age, probe_timeout=options.probe_timeout)
+    catalog = Catalog(client)
+
+    def ingested() -> None:
+        catalog.invalidate()
+        service.results_cache.invalidate_all()
+
+    ingest = IngestBox(client, delay=options.ingest_delay, on_ingested=ingested)
+    operations = KgOperations(service, catalog, ingest, str(options.mountpoint),
+                              allow_ontology_delete=options.allow_ontology_delete)
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
     if options.debug_fuse:
@@ -62,7 +80,8 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
             ready = trio.Event()
             nursery.start_soon(_watch_signals, ready)
             await ready.wait()
-            nursery.start_soon(service.watch, options.poll_interval)
+            nursery.start_soon(_watch_server, service, catalog, options.poll_interval)
+            nursery.start_soon(ingest.run)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
         await service.save_if_dirty()

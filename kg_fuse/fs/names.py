@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kg_fuse.client.models import clean_text
@@ -38,21 +39,29 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
     return encoded[:max_bytes].decode("utf-8", errors="ignore")
 
 
-def result_file_name(label: str, disambiguator: str = "") -> str:
-    """``<label>.concept.md``, made valid: no ``/``, NUL or control characters, no
-    leading dot, at most 255 bytes (cut on a character boundary)."""
-    cleaned = _UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ", clean_text(label))
+def valid_file_name(stem: str, suffix: str = "") -> str:
+    """``stem + suffix`` made valid: no ``/``, NUL or control characters, no leading
+    dot, at most 255 bytes (the stem is cut on a character boundary)."""
+    cleaned = _UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ", clean_text(stem))
     cleaned = unicodedata.normalize("NFC", " ".join(cleaned.split()))
     cleaned = cleaned.lstrip(".") or "unnamed"
-    tail = (f" ~{disambiguator}" if disambiguator else "") + RESULT_SUFFIX
-    return _truncate_utf8(cleaned, NAME_MAX - len(tail.encode("utf-8"))).rstrip() + tail
+    return _truncate_utf8(cleaned, NAME_MAX - len(suffix.encode("utf-8"))).rstrip() + suffix
+
+
+def result_file_name(label: str, disambiguator: str = "") -> str:
+    """``<label>.concept.md``, made valid (see ``valid_file_name``)."""
+    tail = f" ~{disambiguator}" if disambiguator else ""
+    suffix = tail + RESULT_SUFFIX
+    return valid_file_name(label, suffix)
 
 
 class NameRegistry:
-    """Assigns each concept in one directory a unique name that it keeps for as long as
-    the mount lives, so names are stable across refreshes even when labels collide."""
+    """Assigns each object (concept, document) in one directory a unique name that it
+    keeps for as long as the mount lives, so names are stable across refreshes even when
+    labels collide. ``namer(label, disambiguator)`` makes a candidate name."""
 
-    def __init__(self) -> None:
+    def __init__(self, namer: Callable[[str, str], str] = result_file_name) -> None:
+        self._namer = namer
         self._by_concept: dict[str, str] = {}
         self._by_name: dict[str, str] = {}
 
@@ -60,13 +69,13 @@ class NameRegistry:
         existing = self._by_concept.get(concept_id)
         if existing is not None:
             return existing
-        name = result_file_name(label)
+        name = self._namer(label, "")
         if name in self._by_name:
             digest = hashlib.sha256(concept_id.encode("utf-8")).hexdigest()
-            candidates = [result_file_name(label, digest[:w]) for w in (6, 12, 64)]
+            candidates = [self._namer(label, digest[:w]) for w in (6, 12, 64)]
             counter = 2
             while all(c in self._by_name for c in candidates):
-                candidates = [result_file_name(label, f"{digest[:6]}-{counter}")]
+                candidates = [self._namer(label, f"{digest[:6]}-{counter}")]
                 counter += 1
             name = next(c for c in candidates if c not in self._by_name)
         self._by_concept[concept_id] = name

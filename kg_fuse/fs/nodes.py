@@ -19,17 +19,33 @@ log = logging.getLogger(__name__)
 
 class NodeKind(enum.Enum):
     ROOT = "root"
+    ONTOLOGY_ROOT = "ontology/"
+    ONTOLOGY_DIR = "ontology directory"
+    DOCUMENTS_DIR = "documents/"
+    DOCUMENT_FILE = "document"
+    INGEST_DIR = "ingest/"
+    INGEST_FILE = "file being ingested"
+    JOB_FILE = "ingestion job"
     QUERY_DIR = "query directory"
     META_DIR = ".meta directory"
     THRESHOLD_FILE = ".meta/threshold"
-    QUERY_TOML_FILE = ".meta/query.toml"
+    LIMIT_FILE = ".meta/limit"
+    EXCLUDE_FILE = ".meta/exclude"
+    UNION_FILE = ".meta/union"
     STATUS_FILE = ".meta/status"
+    QUERY_TOML_FILE = ".meta/query.toml"
     SCRATCH_FILE = ".meta scratch file"
     RESULT_FILE = "result file"
+    LINK = "ontology link"
 
     @property
     def is_dir(self) -> bool:
-        return self in (NodeKind.ROOT, NodeKind.QUERY_DIR, NodeKind.META_DIR)
+        return self in _DIRS
+
+
+_DIRS = frozenset({NodeKind.ROOT, NodeKind.ONTOLOGY_ROOT, NodeKind.ONTOLOGY_DIR,
+                   NodeKind.DOCUMENTS_DIR, NodeKind.INGEST_DIR, NodeKind.QUERY_DIR,
+                   NodeKind.META_DIR})
 
 
 NodeKey = tuple[NodeKind, str, str]
@@ -39,8 +55,8 @@ NodeKey = tuple[NodeKind, str, str]
 class Node:
     inode: int
     kind: NodeKind
-    query: str  # the saved query's name ("" for the root)
-    name: str  # concept id for results, file name for scratch files, "" otherwise
+    owner: str  # the query's key, or the ontology's name ("" for top directories)
+    name: str  # concept/document id, or a file or link name; "" for one-per-owner nodes
     lookups: int = 0
     attached: bool = True
     # The last content served, so an inode the kernel still holds keeps answering after
@@ -51,7 +67,7 @@ class Node:
 
     @property
     def key(self) -> NodeKey:
-        return (self.kind, self.query, self.name)
+        return (self.kind, self.owner, self.name)
 
 
 class InodeTable:
@@ -64,8 +80,8 @@ class InodeTable:
     def __len__(self) -> int:
         return len(self._by_inode)
 
-    def _add(self, inode: int, kind: NodeKind, query: str, name: str) -> Node:
-        node = Node(inode, kind, query, name)
+    def _add(self, inode: int, kind: NodeKind, owner: str, name: str) -> Node:
+        node = Node(inode, kind, owner, name)
         self._by_inode[inode] = node
         self._by_key[node.key] = node
         return node
@@ -73,21 +89,21 @@ class InodeTable:
     def get(self, inode: int) -> Node | None:
         return self._by_inode.get(inode)
 
-    def find(self, kind: NodeKind, query: str = "", name: str = "") -> Node | None:
-        return self._by_key.get((kind, query, name))
+    def find(self, kind: NodeKind, owner: str = "", name: str = "") -> Node | None:
+        return self._by_key.get((kind, owner, name))
 
-    def ensure(self, kind: NodeKind, query: str = "", name: str = "") -> Node:
+    def ensure(self, kind: NodeKind, owner: str = "", name: str = "") -> Node:
         """The node for this identity, creating it (with a fresh inode) if needed."""
-        node = self._by_key.get((kind, query, name))
+        node = self._by_key.get((kind, owner, name))
         if node is None:
-            node = self._add(self._next_inode, kind, query, name)
+            node = self._add(self._next_inode, kind, owner, name)
             self._next_inode += 1
         return node
 
-    def detach(self, kind: NodeKind, query: str = "", name: str = "") -> Node | None:
+    def detach(self, kind: NodeKind, owner: str = "", name: str = "") -> Node | None:
         """The object is gone: a new one with the same identity gets a new inode; the old
         node lives on (answering ENOENT or its last content) until forgotten."""
-        node = self._by_key.pop((kind, query, name), None)
+        node = self._by_key.pop((kind, owner, name), None)
         if node is not None:
             node.attached = False
             if node.lookups == 0 and node.kind is not NodeKind.ROOT:
@@ -101,14 +117,14 @@ class InodeTable:
         self.detach(*new)
         node = self._by_key.pop(old, None)
         if node is not None:
-            node.kind, node.query, node.name = new
+            node.kind, node.owner, node.name = new
             self._by_key[new] = node
 
-    def detach_query(self, query: str) -> list[Node]:
-        """Everything under a removed query (rare: a scan is fine here)."""
-        doomed = [n for n in self._by_key.values() if n.query == query]
+    def detach_owner(self, owner: str) -> list[Node]:
+        """Everything of a removed query or ontology (rare: a scan is fine here)."""
+        doomed = [n for n in self._by_key.values() if n.owner == owner]
         for node in doomed:
-            self.detach(node.kind, node.query, node.name)
+            self.detach(node.kind, node.owner, node.name)
         return doomed
 
     def forget(self, inode: int, count: int) -> None:

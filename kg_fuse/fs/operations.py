@@ -1,5 +1,6 @@
 """The FUSE operations: decode names, map inodes and handles to domain objects, map
-errors to errnos, set cache flags. Everything else lives in the service below."""
+errors to errnos, set cache flags. The tree's shape lives in ``tree``; the queries in
+``service``; control-file semantics in ``meta`` and ``control``."""
 
 from __future__ import annotations
 
@@ -12,27 +13,26 @@ from dataclasses import dataclass, field
 
 import pyfuse3
 
-from kg_fuse.client.errors import KgError
 from kg_fuse.fs.attrs import Attributes
+from kg_fuse.fs.catalog import Catalog
 from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
+from kg_fuse.fs.ingest import IngestBox
+from kg_fuse.fs.links import resolve_link_target
+from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control
 from kg_fuse.fs.names import META_DIR, InvalidName, decode_name
 from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
-from kg_fuse.fs.queries import SavedQuery
-from kg_fuse.fs.render import query_toml, status_file, threshold_file
+from kg_fuse.fs.queries import ONTOLOGY_DIR, Link
 from kg_fuse.fs.results import ResultSet
-from kg_fuse.fs.service import QueryNotFound, QueryService
-from kg_fuse.fs.threshold import parse_threshold_file
+from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.tree import DOCUMENTS, INGEST, Entry, Tree, enoent, ontology_of, query_path
 
 log = logging.getLogger(__name__)
 
-META_FILES = {
-    "threshold": NodeKind.THRESHOLD_FILE,
-    "query.toml": NodeKind.QUERY_TOML_FILE,
-    "status": NodeKind.STATUS_FILE,
-}
-GENERATED = (NodeKind.THRESHOLD_FILE, NodeKind.QUERY_TOML_FILE, NodeKind.STATUS_FILE)
-READ_ONLY = (NodeKind.RESULT_FILE, NodeKind.QUERY_TOML_FILE, NodeKind.STATUS_FILE)
+READ_ONLY = frozenset({NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE, NodeKind.JOB_FILE,
+                       NodeKind.STATUS_FILE, NodeKind.QUERY_TOML_FILE})
+XATTR_SCORE = b"user.kg.score"
+XATTR_CONCEPT = b"user.kg.concept_id"
 
 
 @dataclass
@@ -44,25 +44,30 @@ class FileHandle:
 
 @dataclass
 class DirHandle:
-    entries: list[tuple[str, NodeKind, str, str]] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
 
 
-def _enoent() -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(errno.ENOENT)
+def _eperm() -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(errno.EPERM)
 
 
 class KgOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
 
-    def __init__(self, service: QueryService) -> None:
+    def __init__(self, service: QueryService, catalog: Catalog, ingest: IngestBox,
+                 mountpoint: str = "", allow_ontology_delete: bool = False) -> None:
         super().__init__()
         self.service = service
+        self.catalog = catalog
+        self.ingest = ingest
+        self.mountpoint = mountpoint
+        self.allow_ontology_delete = allow_ontology_delete
         self.inodes = InodeTable()
-        self.attrs = Attributes(started_ns=time.time_ns())
         self.scratch = ScratchFiles()
+        self.tree = Tree(service, catalog, ingest, self.inodes, self.scratch)
+        self.attrs = Attributes(started_ns=time.time_ns())
         self._handles: dict[int, FileHandle | DirHandle] = {}
-        self._fetch_errors: dict[str, str] = {}
         self._next_fh = 1
         service.results_cache.on_refresh = self._results_refreshed
 
@@ -71,14 +76,8 @@ class KgOperations(pyfuse3.Operations):
     def _node(self, inode: int) -> Node:
         node = self.inodes.get(inode)
         if node is None:
-            raise _enoent()
+            raise enoent()
         return node
-
-    def _query(self, node: Node) -> SavedQuery:
-        try:
-            return self.service.get(node.query)
-        except QueryNotFound:
-            raise _enoent() from None
 
     def _new_handle(self, handle: FileHandle | DirHandle) -> int:
         fh = self._next_fh
@@ -92,120 +91,48 @@ class KgOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF)
         return handle
 
-    def _meta_body(self, node: Node) -> bytes:
-        query = self._query(node)
-        effective = self.service.effective(query)
-        default = self.service.server_default.value
-        if node.kind is NodeKind.THRESHOLD_FILE:
-            return threshold_file(query, effective, default)
-        if node.kind is NodeKind.STATUS_FILE:
-            problem = self._fetch_errors.get(query.name) or self.service.server_error
-            return status_file(query, effective, default,
-                               self.service.results_cache.cached(query.name), problem)
-        return query_toml(query, effective, default)
-
-    def _body(self, node: Node) -> bytes:
-        """Current content of a file node (last known for a result that left the list)."""
-        if node.kind in GENERATED:
-            return self._meta_body(node)
-        if node.kind is NodeKind.SCRATCH_FILE:
-            content = self.scratch.get(node.query, node.name)
-            if content is None:
-                raise _enoent()
-            return bytes(content)
-        result_set = self.service.results_cache.cached(node.query)
-        found = result_set.by_concept(node.name) if result_set else None
-        if found is not None:
-            node.last_body, node.last_mtime_ns = found.body, found.mtime_ns
-        return node.last_body
-
-    def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
+    async def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
         kind = node.kind
-        if kind is NodeKind.ROOT:
-            return self.attrs.directory(node.inode, self.attrs.started_ns)
         if kind.is_dir:
-            query = self.service.state.queries.get(node.query)
-            return self.attrs.directory(node.inode, self.attrs.query_mtime_ns(query))
-        body = self._body(node)
+            return self.attrs.directory(node.inode, self.attrs.meta_mtime_ns(node.owner))
+        body = await self.tree.content(node)
+        if kind is NodeKind.LINK:
+            return self.attrs.link(node.inode, len(body))
         if kind is NodeKind.RESULT_FILE:
             return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False)
-        mtime = self.attrs.meta_mtime_ns(node.query)
-        return self.attrs.file(node.inode, len(body), mtime,
-                               writable=kind not in READ_ONLY)
+        writable = kind not in READ_ONLY
+        return self.attrs.file(node.inode, len(body), self.attrs.meta_mtime_ns(node.owner),
+                               writable=writable)
 
-    def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
-        entry = self._entry(node)
+    async def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
+        entry = await self._entry(node)
         node.lookups += 1
         return entry
 
-    def _results_refreshed(self, query: str, old: ResultSet | None, new: ResultSet) -> None:
-        """Tell the kernel about names that left the listing and bodies that changed."""
+    def _results_refreshed(self, key: str, old: ResultSet | None, new: ResultSet) -> None:
+        """Drop the kernel's cached pages of results whose content changed.
+
+        Names that left the listing need no notice: result files have a zero entry
+        timeout, so the kernel asks ``lookup`` again on every path walk, and the answer
+        comes from the fresh listing (asynchronous entry invalidations racing an unmount
+        only produce kernel errors)."""
         if old is None:
             return
-        directory = self.inodes.find(NodeKind.QUERY_DIR, query)
         for name, previous in old.files.items():
             current = new.files.get(name)
-            if current is None and directory is not None:
-                pyfuse3.invalidate_entry_async(directory.inode, os.fsencode(name),
-                                               ignore_enoent=True)
-            elif current is not None and current.body != previous.body:
-                node = self.inodes.find(NodeKind.RESULT_FILE, query, current.concept_id)
+            if current is not None and current.body != previous.body:
+                node = self.inodes.find(NodeKind.RESULT_FILE, key, current.concept_id)
                 if node is not None:
                     with contextlib.suppress(OSError):
                         pyfuse3.invalidate_inode(node.inode)
 
-    async def _set_threshold(self, query: str, value: float | None) -> None:
-        await self.service.set_threshold(query, value)
-        self.attrs.touch_query(query, time.time_ns())
+    def _touch(self, owner: str) -> None:
+        self.attrs.touch(owner, time.time_ns())
 
-    async def _meta_refresh(self, node: Node) -> None:
-        """Before showing a .meta file, learn the server default if the cache is stale;
-        before showing the status, try to fetch the results it describes."""
-        if node.kind not in GENERATED:
-            return
-        query = self._query(node)
-        await self.service.current_default(query)
-        if node.kind is NodeKind.STATUS_FILE:
-            try:
-                await self.service.results(query)
-                self._fetch_errors.pop(query.name, None)
-            except KgError as exc:
-                self._fetch_errors[query.name] = str(exc)
-
-    async def _children(self, node: Node) -> list[tuple[str, NodeKind, str, str]]:
-        """(name, kind, query, key name) of a directory's entries, in listing order."""
-        if node.kind is NodeKind.ROOT:
-            return [(q, NodeKind.QUERY_DIR, q, "") for q in self.service.names()]
-        query = self._query(node)
-        if node.kind is NodeKind.META_DIR:
-            entries = [(n, k, query.name, "") for n, k in META_FILES.items()]
-            return entries + [(n, NodeKind.SCRATCH_FILE, query.name, n)
-                              for n in self.scratch.names(query.name)]
-        result_set = await self.service.results(query)
-        return [(META_DIR, NodeKind.META_DIR, query.name, "")] + [
-            (f.name, NodeKind.RESULT_FILE, query.name, f.concept_id)
-            for f in result_set.files.values()
-        ]
-
-    async def _child(self, parent: Node, name: str) -> Node:
-        if parent.kind is NodeKind.ROOT:
-            if name not in self.service.state.queries:
-                raise _enoent()
-            return self.inodes.ensure(NodeKind.QUERY_DIR, name)
-        query = self._query(parent)
-        if parent.kind is NodeKind.META_DIR:
-            if name in META_FILES:
-                return self.inodes.ensure(META_FILES[name], query.name)
-            if self.scratch.get(query.name, name) is None:
-                raise _enoent()
-            return self.inodes.ensure(NodeKind.SCRATCH_FILE, query.name, name)
-        if parent.kind is NodeKind.QUERY_DIR:
-            if name == META_DIR:
-                return self.inodes.ensure(NodeKind.META_DIR, query.name)
-            found = (await self.service.results(query)).files.get(name)
-            if found is not None:
-                return self.inodes.ensure(NodeKind.RESULT_FILE, query.name, found.concept_id)
-        raise _enoent()
+    async def _commit(self, control: Control, owner: str, value: object) -> None:
+        assert control.commit is not None
+        await control.commit(self.service, query_path(owner), value)
+        self._touch(owner)
 
     # -- lookups and attributes --------------------------------------------------------
 
@@ -215,17 +142,17 @@ class KgOperations(pyfuse3.Operations):
         try:
             child_name = decode_name(name)
         except InvalidName:  # such a name can never exist here
-            raise _enoent() from None
-        node = await self._child(self._node(parent_inode), child_name)
-        await self._meta_refresh(node)
-        return self._remember(node)
+            raise enoent() from None
+        node = await self.tree.child(self._node(parent_inode), child_name)
+        await self.tree.refresh_meta(node)
+        return await self._remember(node)
 
     @handler
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext
                       ) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
-        await self._meta_refresh(node)
-        return self._entry(node)
+        await self.tree.refresh_meta(node)
+        return await self._entry(node)
 
     def forget(self, inode_list: list[tuple[int, int]]) -> None:
         for inode, count in inode_list:
@@ -237,29 +164,60 @@ class KgOperations(pyfuse3.Operations):
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
         changes_owner = fields.update_mode or fields.update_uid or fields.update_gid
-        if changes_owner and node.kind is not NodeKind.SCRATCH_FILE:
-            raise pyfuse3.FUSEError(errno.EPERM)
+        if changes_owner and node.kind not in (NodeKind.SCRATCH_FILE, NodeKind.INGEST_FILE):
+            raise _eperm()
         if fields.update_size:
             await self._truncate(node, attr.st_size, fh)
-        return self._entry(node)
+        return await self._entry(node)
 
     async def _truncate(self, node: Node, size: int, fh: int | None) -> None:
+        control = CONTROL_BY_KIND.get(node.kind)
         if node.kind is NodeKind.SCRATCH_FILE:
-            self.scratch.resize(node.query, node.name, size)
-        elif node.kind is NodeKind.THRESHOLD_FILE:
+            self.scratch.resize(node.owner, node.name, size)
+        elif node.kind is NodeKind.INGEST_FILE:
+            pending = self.ingest.get(ontology_of(node.owner), node.name)
+            if pending is None:
+                raise enoent()
+            self.ingest.truncate(pending, size)
+        elif control is not None and control.writable:
             if size != 0:
                 raise pyfuse3.FUSEError(errno.EINVAL)
             handle = self._handles.get(fh) if fh is not None else None
             if isinstance(handle, FileHandle) and handle.session is not None:
                 handle.session.truncate()
-            else:  # truncate(1) on the path: an empty file means inherit
-                await self._set_threshold(node.query, None)
+            else:  # truncate(1) on the path: an empty file
+                assert control.parse is not None
+                await self._commit(control, node.owner, control.parse(b""))
         else:
             raise pyfuse3.FUSEError(errno.EACCES)
 
     @handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         return self.attrs.statfs(len(self.inodes))
+
+    @handler
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        node = self._node(inode)
+        if node.kind is not NodeKind.LINK:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        return await self.tree.content(node)
+
+    @handler
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        node = self._node(inode)
+        return [XATTR_SCORE, XATTR_CONCEPT] if node.kind is NodeKind.RESULT_FILE else []
+
+    @handler
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        node = self._node(inode)
+        if node.kind is NodeKind.RESULT_FILE:
+            if name == XATTR_CONCEPT:
+                return node.name.encode()
+            result_set = self.service.results_cache.cached(node.owner)
+            found = result_set.by_concept.get(node.name) if result_set else None
+            if name == XATTR_SCORE and found is not None:
+                return f"{found.score:.6f}".encode()
+        raise pyfuse3.FUSEError(errno.ENODATA)
 
     # -- directories ----------------------------------------------------------------------
 
@@ -268,7 +226,7 @@ class KgOperations(pyfuse3.Operations):
         node = self._node(inode)
         if not node.kind.is_dir:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
-        return self._new_handle(DirHandle(await self._children(node)))
+        return self._new_handle(DirHandle(await self.tree.children(node)))
 
     @handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -276,9 +234,14 @@ class KgOperations(pyfuse3.Operations):
         if not isinstance(handle, DirHandle):
             raise pyfuse3.FUSEError(errno.EBADF)
         for index in range(start_id, len(handle.entries)):
-            name, kind, query, key = handle.entries[index]
-            node = self.inodes.ensure(kind, query, key)
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._entry(node), index + 1):
+            entry = handle.entries[index]
+            node = self.inodes.ensure(entry.kind, entry.owner, entry.key)
+            try:
+                attributes = await self._entry(node)
+            except pyfuse3.FUSEError:  # gone since opendir: skip it, keep the offsets
+                continue
+            if not pyfuse3.readdir_reply(token, os.fsencode(entry.name), attributes,
+                                         index + 1):
                 return
             node.lookups += 1
 
@@ -289,19 +252,61 @@ class KgOperations(pyfuse3.Operations):
     @handler
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        if self._node(parent_inode).kind is not NodeKind.ROOT:
-            raise pyfuse3.FUSEError(errno.EPERM)
-        query = await self.service.create(decode_name(name))
-        return self._remember(self.inodes.ensure(NodeKind.QUERY_DIR, query.name))
+        parent = self._node(parent_inode)
+        dir_name = decode_name(name)
+        kind = parent.kind
+        if kind is NodeKind.ONTOLOGY_ROOT:
+            if "/" in dir_name or not dir_name.strip() or dir_name.startswith("."):
+                raise pyfuse3.FUSEError(errno.EINVAL)
+            await self.catalog.create_ontology(dir_name)
+            self._touch("")
+            return await self._remember(
+                self.inodes.ensure(NodeKind.ONTOLOGY_DIR, f"{ONTOLOGY_DIR}/{dir_name}"))
+        if kind not in (NodeKind.ROOT, NodeKind.ONTOLOGY_DIR, NodeKind.QUERY_DIR):
+            raise _eperm()
+        taken = {e.name for e in await self.tree.children(parent)}
+        if dir_name in taken or dir_name in (ONTOLOGY_DIR, DOCUMENTS, INGEST, META_DIR) and \
+                kind is not NodeKind.QUERY_DIR:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        base = () if kind is NodeKind.ROOT else query_path(parent.owner)
+        query = await self.service.create((*base, dir_name))
+        self._touch(parent.owner)
+        return await self._remember(self.inodes.ensure(NodeKind.QUERY_DIR, query.key))
 
     @handler
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        if self._node(parent_inode).kind is not NodeKind.ROOT:
-            raise pyfuse3.FUSEError(errno.EPERM)
-        query_name = decode_name(name)
-        await self.service.remove(query_name)
-        self.scratch.drop_query(query_name)
-        self.inodes.detach_query(query_name)
+        parent = self._node(parent_inode)
+        dir_name = decode_name(name)
+        child = await self.tree.child(parent, dir_name)
+        if child.kind is NodeKind.ONTOLOGY_DIR:
+            if not self.allow_ontology_delete:
+                raise _eperm()
+            await self.catalog.delete_ontology(ontology_of(child.owner))
+        elif child.kind is NodeKind.QUERY_DIR:
+            await self.service.remove(query_path(child.owner))
+            self.scratch.drop_query(child.owner)
+        else:
+            raise pyfuse3.FUSEError(errno.ENOTDIR if not child.kind.is_dir else errno.EPERM)
+        self.inodes.detach_owner(child.owner)
+        self._touch(parent.owner)
+
+    @handler
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        parent = self._node(parent_inode)
+        link_name = decode_name(name)
+        if parent.kind is not NodeKind.QUERY_DIR or parent.owner.startswith(ONTOLOGY_DIR + "/"):
+            raise _eperm()
+        if link_name in {e.name for e in await self.tree.children(parent)}:
+            raise pyfuse3.FUSEError(errno.EEXIST)
+        target_text = decode_name(target)
+        ontology = resolve_link_target(parent.owner, target_text, self.mountpoint)
+        if ontology is None or not await self.tree.ontology_exists(ontology):
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        await self.service.add_link(query_path(parent.owner), Link(link_name, target_text,
+                                                                   ontology))
+        self._touch(parent.owner)
+        return await self._remember(self.inodes.ensure(NodeKind.LINK, parent.owner, link_name))
 
     # -- files ------------------------------------------------------------------------------
 
@@ -314,14 +319,24 @@ class KgOperations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if writing and node.kind in READ_ONLY:
             raise pyfuse3.FUSEError(errno.EACCES)
-        await self._meta_refresh(node)
-        handle = FileHandle(node, snapshot=self._body(node))
+        await self.tree.refresh_meta(node)
+        handle = FileHandle(node)
         if node.kind is NodeKind.SCRATCH_FILE and flags & os.O_TRUNC:
-            self.scratch.resize(node.query, node.name, 0)
-        if writing and node.kind is NodeKind.THRESHOLD_FILE:
-            handle.session = WriteSession.begin(handle.snapshot or b"", flags)
+            self.scratch.resize(node.owner, node.name, 0)
+        if node.kind is NodeKind.INGEST_FILE:
+            pending = self.ingest.get(ontology_of(node.owner), node.name)
+            if pending is None:
+                raise enoent()
+            self.ingest.opened(pending)
+            if flags & os.O_TRUNC:
+                self.ingest.truncate(pending, 0)
+            return pyfuse3.FileInfo(fh=self._new_handle(handle), direct_io=True)
+        handle.snapshot = await self.tree.content(node)
+        control = CONTROL_BY_KIND.get(node.kind)
+        if writing and control is not None:
+            handle.session = WriteSession.begin(handle.snapshot, flags, control.append_replaces)
         fh = self._new_handle(handle)
-        if node.kind is NodeKind.RESULT_FILE:
+        if node.kind in (NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE):
             return pyfuse3.FileInfo(fh=fh, keep_cache=False)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
@@ -331,18 +346,25 @@ class KgOperations(pyfuse3.Operations):
                      ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent = self._node(parent_inode)
         file_name = decode_name(name)
-        if parent.kind is not NodeKind.META_DIR or file_name in META_FILES:
-            raise pyfuse3.FUSEError(errno.EPERM)
-        self.scratch.create(self._query(parent).name, file_name)
-        node = self.inodes.ensure(NodeKind.SCRATCH_FILE, parent.query, file_name)
+        if parent.kind is NodeKind.META_DIR and file_name not in CONTROLS:
+            self.tree.query(parent)
+            self.scratch.create(parent.owner, file_name)
+            node = self.inodes.ensure(NodeKind.SCRATCH_FILE, parent.owner, file_name)
+        elif parent.kind is NodeKind.INGEST_DIR:
+            pending = self.ingest.create(ontology_of(parent.owner), file_name)
+            self.ingest.opened(pending)
+            node = self.inodes.ensure(NodeKind.INGEST_FILE, parent.owner, file_name)
+        else:
+            raise _eperm()
         fh = self._new_handle(FileHandle(node))
-        return pyfuse3.FileInfo(fh=fh, direct_io=True), self._remember(node)
+        return pyfuse3.FileInfo(fh=fh, direct_io=True), await self._remember(node)
 
     @handler
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self._file_handle(fh)
-        if handle.node.kind is NodeKind.SCRATCH_FILE or handle.snapshot is None:
-            handle.snapshot = self._body(handle.node)
+        if handle.snapshot is None or handle.node.kind in (NodeKind.SCRATCH_FILE,
+                                                            NodeKind.INGEST_FILE):
+            handle.snapshot = await self.tree.content(handle.node)
         return handle.snapshot[off : off + size]
 
     @handler
@@ -350,13 +372,20 @@ class KgOperations(pyfuse3.Operations):
         handle = self._file_handle(fh)
         node = handle.node
         if node.kind is NodeKind.SCRATCH_FILE:
-            self.scratch.write(node.query, node.name, off, buf)
+            self.scratch.write(node.owner, node.name, off, buf)
             return len(buf)
-        if handle.session is None:
+        if node.kind is NodeKind.INGEST_FILE:
+            pending = self.ingest.get(ontology_of(node.owner), node.name)
+            if pending is None:
+                raise enoent()
+            self.ingest.write(pending, off, buf)
+            return len(buf)
+        control = CONTROL_BY_KIND.get(node.kind)
+        if handle.session is None or control is None or control.parse is None:
             raise pyfuse3.FUSEError(errno.EBADF)
         content = handle.session.candidate(off, buf)
-        value = parse_threshold_file(content)  # InvalidThreshold -> EINVAL, nothing kept
-        await self._set_threshold(node.query, value)
+        value = control.parse(content)  # InvalidThreshold/InvalidSetting -> EINVAL
+        await self._commit(control, node.owner, value)
         handle.session.accept(content)
         handle.snapshot = None
         return len(buf)
@@ -368,39 +397,70 @@ class KgOperations(pyfuse3.Operations):
     @handler
     async def release(self, fh: int) -> None:
         handle = self._handles.pop(fh, None)
-        session = handle.session if isinstance(handle, FileHandle) else None
-        if session is not None and session.commits_empty_on_release:
-            await self._set_threshold(handle.node.query, None)
+        if not isinstance(handle, FileHandle):
+            return
+        node = handle.node
+        if node.kind is NodeKind.INGEST_FILE:
+            pending = self.ingest.get(ontology_of(node.owner), node.name)
+            if pending is not None:
+                self.ingest.closed(ontology_of(node.owner), node.name, pending)
+            return
+        control = CONTROL_BY_KIND.get(node.kind)
+        session = handle.session
+        if session is not None and control is not None and session.commits_empty_on_release:
+            assert control.parse is not None
+            await self._commit(control, node.owner, control.parse(b""))
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent = self._node(parent_inode)
         file_name = decode_name(name)
-        if parent.kind is not NodeKind.META_DIR or file_name in META_FILES:
-            raise pyfuse3.FUSEError(errno.EPERM)
-        if self.scratch.pop(parent.query, file_name) is None:
-            raise _enoent()
-        self.inodes.detach(NodeKind.SCRATCH_FILE, parent.query, file_name)
+        child = await self.tree.child(parent, file_name)
+        if child.kind is NodeKind.SCRATCH_FILE:
+            self.scratch.pop(child.owner, child.name)
+        elif child.kind in (NodeKind.INGEST_FILE, NodeKind.JOB_FILE):
+            self.ingest.remove(ontology_of(child.owner), file_name)
+        elif child.kind is NodeKind.LINK:
+            await self.service.remove_link(query_path(child.owner), child.name)
+        elif child.kind.is_dir:
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        else:
+            raise _eperm()
+        self.inodes.detach(child.kind, child.owner, child.name)
+        self._touch(parent.owner)
 
     @handler
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> None:
-        parent = self._node(parent_inode_old)
+        old_parent, new_parent = self._node(parent_inode_old), self._node(parent_inode_new)
         old, new = decode_name(name_old), decode_name(name_new)
-        if (parent_inode_old != parent_inode_new or parent.kind is not NodeKind.META_DIR
-                or old in META_FILES or flags):
-            raise pyfuse3.FUSEError(errno.EPERM)
-        content = self.scratch.get(parent.query, old)
-        if content is None:
-            raise _enoent()
-        if new == "threshold":  # sed -i and friends: validate, commit, drop the scratch
-            await self._set_threshold(parent.query, parse_threshold_file(bytes(content)))
-            self.scratch.pop(parent.query, old)
-            new_key = (NodeKind.THRESHOLD_FILE, parent.query, "")
-        elif new in META_FILES:
-            raise pyfuse3.FUSEError(errno.EPERM)
-        else:
-            self.scratch.move(parent.query, old, new)
-            new_key = (NodeKind.SCRATCH_FILE, parent.query, new)
-        self.inodes.move((NodeKind.SCRATCH_FILE, parent.query, old), new_key)
+        if flags:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        if old_parent.kind is NodeKind.INGEST_DIR and new_parent.kind is NodeKind.INGEST_DIR:
+            self.ingest.move((ontology_of(old_parent.owner), old),
+                             (ontology_of(new_parent.owner), new))
+            self.inodes.move((NodeKind.INGEST_FILE, old_parent.owner, old),
+                             (NodeKind.INGEST_FILE, new_parent.owner, new))
+            return
+        if (parent_inode_old != parent_inode_new or old_parent.kind is not NodeKind.META_DIR
+                or old in CONTROLS):
+            raise _eperm()
+        await self._rename_scratch(old_parent, old, new)
 
+    async def _rename_scratch(self, meta: Node, old: str, new: str) -> None:
+        """``sed -i`` and editors: a scratch file renamed over a control file commits it
+        (if valid); the kernel's inode for the scratch file now answers as the control."""
+        content = self.scratch.get(meta.owner, old)
+        if content is None:
+            raise enoent()
+        control = CONTROLS.get(new)
+        if control is not None:
+            if control.parse is None:
+                raise _eperm()
+            await self._commit(control, meta.owner, control.parse(bytes(content)))
+            self.scratch.pop(meta.owner, old)
+            new_key = (control.kind, meta.owner, "")
+        else:
+            self.scratch.move(meta.owner, old, new)
+            new_key = (NodeKind.SCRATCH_FILE, meta.owner, new)
+        self.inodes.move((NodeKind.SCRATCH_FILE, meta.owner, old), new_key)

@@ -44,18 +44,66 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
 
-@dataclass(frozen=True)
-class SavedQuery:
-    """A directory at the root: ``name`` as typed, searching for ``text``.
+ONTOLOGY_DIR = "ontology"
+DEFAULT_LIMIT = 50
 
-    ``threshold`` None means the query inherits the server default.
-    """
+QueryPath = tuple[str, ...]
+
+
+def query_key(path: QueryPath) -> str:
+    """The dictionary key of a query path (names never contain ``/``)."""
+    return "/".join(path)
+
+
+def scope_of(path: QueryPath) -> str | None:
+    """The ontology a query under ``ontology/<name>/`` is scoped to."""
+    return path[1] if len(path) >= 3 and path[0] == ONTOLOGY_DIR else None
+
+
+@dataclass(frozen=True)
+class Link:
+    """``ln -s TARGET NAME`` in a query directory: restricts sources to ``ontology``."""
 
     name: str
+    target: str
+    ontology: str
+
+
+@dataclass(frozen=True)
+class SavedQuery:
+    """A query directory at ``path`` (its last part as typed), searching for ``text``.
+
+    ``threshold`` None means the query inherits the server default; ``limit`` None means
+    the default of 50 results.
+    """
+
+    path: QueryPath
     text: str
     threshold: float | None = None
     created_at: str = field(default_factory=now_iso)
     auto_adjusted: AutoAdjustment | None = None
+    limit: int | None = None
+    exclude: tuple[str, ...] = ()
+    union: tuple[str, ...] = ()
+    links: tuple[Link, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.path[-1]
+
+    @property
+    def key(self) -> str:
+        return query_key(self.path)
+
+    @property
+    def parent_key(self) -> str | None:
+        """The enclosing query's key, for nested queries."""
+        top = 3 if scope_of(self.path) else 1
+        return query_key(self.path[:-1]) if len(self.path) > top else None
+
+    @property
+    def effective_limit(self) -> int:
+        return self.limit or DEFAULT_LIMIT
 
     def with_threshold(self, threshold: float | None) -> SavedQuery:
         """A user-written threshold: it replaces any auto-adjustment record."""
@@ -91,11 +139,20 @@ def adjustment_to_toml(adj: AutoAdjustment) -> dict[str, Any]:
 
 def _query_to_toml(q: SavedQuery) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "name": q.name,
+        "path": list(q.path),
         "text": q.text,
         "threshold": _threshold_to_toml(q.threshold),
         "created_at": q.created_at,
     }
+    if q.limit is not None:
+        out["limit"] = q.limit
+    if q.exclude:
+        out["exclude"] = list(q.exclude)
+    if q.union:
+        out["union"] = list(q.union)
+    if q.links:
+        out["links"] = [{"name": k.name, "target": k.target, "ontology": k.ontology}
+                        for k in q.links]
     if q.auto_adjusted is not None:
         out["auto_adjusted"] = adjustment_to_toml(q.auto_adjusted)
     return out
@@ -111,12 +168,23 @@ def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
             suggested=float(adj_raw["suggested"]),
             server_default=float(adj_raw["server_default"]),
         )
+    path = raw.get("path") or [raw["name"]]
+    if not isinstance(path, list) or not all(isinstance(p, str) and p for p in path):
+        raise ValueError(f"bad query path {path!r}")
+    limit = raw.get("limit")
+    if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= 1000):
+        raise ValueError(f"bad limit {limit!r}")
     return SavedQuery(
-        name=str(raw["name"]),
+        path=tuple(path),
         text=str(raw["text"]),
         threshold=_threshold_from_toml(raw.get("threshold", INHERIT_WORDS[0])),
         created_at=str(raw.get("created_at") or now_iso()),
         auto_adjusted=adj,
+        limit=limit,
+        exclude=tuple(str(t) for t in raw.get("exclude", [])),
+        union=tuple(str(t) for t in raw.get("union", [])),
+        links=tuple(Link(str(k["name"]), str(k["target"]), str(k["ontology"]))
+                    for k in raw.get("links", [])),
     )
 
 
@@ -136,7 +204,7 @@ def loads_state(text: str) -> StoreState:
         state.server_default_seen = float(seen)
     for raw in doc.get("queries", []):
         query = _query_from_toml(raw)
-        state.queries[query.name] = query
+        state.queries[query.key] = query
     return state
 
 

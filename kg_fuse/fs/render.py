@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from kg_fuse.client.models import ConceptDetail, ConceptHit
-from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml
+from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml, scope_of
 from kg_fuse.fs.threshold import EffectiveThreshold
 
 if TYPE_CHECKING:
@@ -133,8 +133,19 @@ def query_toml(
     if server_default is not None:
         doc["server_default_last_seen"] = server_default
     doc["auto_adjusted"] = query.auto_adjusted is not None
+    doc["limit"] = query.effective_limit
+    doc["exclude"] = list(query.exclude)
+    doc["union"] = list(query.union)
+    scope = scope_of(query.path)
+    if scope is not None:
+        doc["ontology"] = scope
+    if query.parent_key is not None:
+        doc["parent"] = query.parent_key
     if query.auto_adjusted is not None:
         doc["auto_adjustment"] = adjustment_to_toml(query.auto_adjusted)
+    if query.links:
+        doc["links"] = [{"name": k.name, "target": k.target, "ontology": k.ontology}
+                        for k in query.links]
     return tomli_w.dumps(doc).encode("utf-8")
 
 
@@ -161,6 +172,9 @@ def status_file(
         adj = query.auto_adjusted
         to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
         lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
+    lines.append(f"limit: {query.effective_limit}")
+    if query.links:
+        lines.append("linked ontologies: " + ", ".join(k.ontology for k in query.links))
     if results is None:
         lines.append("results: not fetched")
     else:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 import trio
 
 from kg_fuse.client import errors
-from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import ConceptDetail, ConceptHit, SearchResponse
 from kg_fuse.fs.names import NameRegistry
+from kg_fuse.fs.plan import QueryPlan, execute
 from kg_fuse.fs.render import concept_markdown
 
 log = logging.getLogger(__name__)
@@ -38,24 +39,25 @@ class ResultFile:
 
 @dataclass
 class ResultSet:
-    """One fetched listing of a query: files in score order, plus the server's hints."""
+    """One fetched listing of a query: files in rank order, plus the server's hints."""
 
-    min_similarity: float | None
+    plan: QueryPlan
     response: SearchResponse
     fetched_at: float
     fetched_wall: float
     files: dict[str, ResultFile] = field(default_factory=dict)
+    by_concept: dict[str, ResultFile] = field(default_factory=dict)
     stale: bool = False
 
-    def by_concept(self, concept_id: str) -> ResultFile | None:
-        for f in self.files.values():
-            if f.concept_id == concept_id:
-                return f
-        return None
+    def add(self, result: ResultFile) -> None:
+        self.files[result.name] = result
+        self.by_concept[result.concept_id] = result
 
 
-# Called with (query name, the previous set or None, the new set) after each refresh.
+# Called with (query key, the previous set or None, the new set) after each refresh.
 RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
+# Called with the server default reported by an inheriting search.
+DefaultListener = Callable[[float], None]
 
 
 class ResultCache:
@@ -63,30 +65,30 @@ class ResultCache:
         self,
         client: KgApiClient,
         max_age: float,
-        limit: int,
         on_refresh: RefreshListener | None = None,
+        on_default: DefaultListener | None = None,
     ) -> None:
         self._client = client
         self.max_age = max_age
-        self.limit = limit
         self.on_refresh = on_refresh
+        self.on_default = on_default
         self._sets: dict[str, ResultSet] = {}
         self._names: dict[str, NameRegistry] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._details: dict[str, tuple[float, ConceptDetail]] = {}
 
-    def cached(self, query_name: str) -> ResultSet | None:
-        return self._sets.get(query_name)
+    def cached(self, key: str) -> ResultSet | None:
+        return self._sets.get(key)
 
-    def invalidate(self, query_name: str) -> None:
+    def invalidate(self, key: str) -> None:
         """Force the next ``get`` to fetch (the set stays available as a stale fallback)."""
-        result_set = self._sets.get(query_name)
+        result_set = self._sets.get(key)
         if result_set is not None:
             result_set.fetched_at = float("-inf")
 
     def invalidate_inheriting(self) -> None:
         for result_set in self._sets.values():
-            if result_set.min_similarity is None:
+            if any(level.min_similarity is None for level in result_set.plan.levels):
                 result_set.fetched_at = float("-inf")
 
     def invalidate_all(self) -> None:
@@ -95,61 +97,61 @@ class ResultCache:
             result_set.fetched_at = float("-inf")
         self._details.clear()
 
-    def forget(self, query_name: str) -> None:
-        self._sets.pop(query_name, None)
-        self._names.pop(query_name, None)
-        self._locks.pop(query_name, None)
+    def forget(self, key: str) -> None:
+        self._sets.pop(key, None)
+        self._names.pop(key, None)
+        self._locks.pop(key, None)
 
-    def _usable(self, rs: ResultSet | None, min_similarity: float | None) -> bool:
+    def _usable(self, rs: ResultSet | None, plan: QueryPlan) -> bool:
         return (
             rs is not None
-            and rs.min_similarity == min_similarity
+            and rs.plan == plan
             and trio.current_time() - rs.fetched_at < self.max_age
         )
 
-    async def get(self, query_name: str, text: str, min_similarity: float | None) -> ResultSet:
+    async def get(self, key: str, plan: QueryPlan) -> ResultSet:
         """The query's results; fetched if stale. If the server fails and an earlier set
-        exists, that set is returned marked stale; otherwise the KgError propagates."""
-        current = self._sets.get(query_name)
-        if self._usable(current, min_similarity):
+        for the same plan exists, it is returned marked stale; otherwise the KgError
+        propagates (a listing for other settings would be a lie)."""
+        current = self._sets.get(key)
+        if self._usable(current, plan):
             return current  # type: ignore[return-value]
-        lock = self._locks.setdefault(query_name, trio.Lock())
+        lock = self._locks.setdefault(key, trio.Lock())
         async with lock:
-            current = self._sets.get(query_name)
-            if self._usable(current, min_similarity):
+            current = self._sets.get(key)
+            if self._usable(current, plan):
                 return current  # type: ignore[return-value]
             try:
-                fresh = await self._fetch(query_name, text, min_similarity, current)
+                fresh = await self._fetch(key, plan, current)
             except errors.KgError as exc:
-                if current is None or current.min_similarity != min_similarity:
+                if current is None or current.plan != plan:
                     raise
-                log.warning("serving stale results for %r: %s", query_name, exc)
+                log.warning("serving stale results for %r: %s", key, exc)
                 current.stale = True
                 return current
-            if query_name in self._locks:  # not removed while we were fetching
-                self._sets[query_name] = fresh
+            if key in self._locks:  # not removed while we were fetching
+                self._sets[key] = fresh
                 if self.on_refresh is not None:
-                    self.on_refresh(query_name, current, fresh)
+                    self.on_refresh(key, current, fresh)
             return fresh
 
-    async def _fetch(
-        self, query_name: str, text: str, min_similarity: float | None, previous: ResultSet | None
-    ) -> ResultSet:
-        request = SearchRequest(text, limit=self.limit, min_similarity=min_similarity)
-        response = await self._client.search(request)
-        details = await self._fetch_details([hit.concept_id for hit in response.results])
-        names = self._names.setdefault(query_name, NameRegistry())
-        result_set = ResultSet(min_similarity, response, trio.current_time(), time.time())
+    async def _fetch(self, key: str, plan: QueryPlan, previous: ResultSet | None) -> ResultSet:
+        outcome = await execute(self._client, plan)
+        if outcome.default_seen is not None and self.on_default is not None:
+            self.on_default(outcome.default_seen)
+        details = await self._fetch_details([hit.concept_id for hit in outcome.hits])
+        names = self._names.setdefault(key, NameRegistry())
+        result_set = ResultSet(plan, outcome.primary, trio.current_time(), time.time())
         now_ns = time.time_ns()
-        for hit in response.results:
+        for hit in outcome.hits:
             name = names.name_for(hit.concept_id, hit.label)
             if name in result_set.files:  # the server listed one concept twice
                 continue
             body = concept_markdown(hit, details.get(hit.concept_id))
             old = previous.files.get(name) if previous else None
             mtime = old.mtime_ns if old is not None and old.body == body else now_ns
-            result_set.files[name] = ResultFile(name, hit.concept_id, hit.score, body, mtime)
-        log.debug("fetched %d results for %r", len(result_set.files), query_name)
+            result_set.add(ResultFile(name, hit.concept_id, hit.score, body, mtime))
+        log.debug("fetched %d results for %r", len(result_set.files), key)
         return result_set
 
     async def _fetch_details(self, concept_ids: list[str]) -> dict[str, ConceptDetail]:

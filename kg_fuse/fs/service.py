@@ -1,7 +1,9 @@
-"""Saved queries as a service: create, remove, set thresholds, fetch results.
+"""Saved queries as a service: create, remove, change settings, fetch results.
 
 This is the domain layer under the FUSE operations; it knows nothing about inodes or
-errnos and is tested directly against a real server.
+errnos and is tested directly against a real server. Queries are identified by their
+path from the mount root (``("gzip",)``, ``("gzip", "levels")``,
+``("ontology", "Data Compression and Archiving", "gzip")``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.fs.names import parse_query_dir_name
-from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreState
+from kg_fuse.fs.plan import Level, QueryPlan
+from kg_fuse.fs.queries import (
+    Link,
+    QueryPath,
+    QueryStore,
+    SavedQuery,
+    StoreState,
+    query_key,
+    scope_of,
+)
 from kg_fuse.fs.results import RefreshListener, ResultCache, ResultSet
 from kg_fuse.fs.server_default import ServerDefault
 from kg_fuse.fs.threshold import EffectiveThreshold, effective_threshold, floor_adjust
@@ -24,11 +35,15 @@ log = logging.getLogger(__name__)
 
 
 class QueryExists(Exception):
-    """A query with this name is already saved."""
+    """A query with this path is already saved."""
 
 
 class QueryNotFound(Exception):
-    """No saved query has this name."""
+    """No saved query has this path."""
+
+
+class QueryNotEmpty(Exception):
+    """The query still has nested queries."""
 
 
 class QueryService:
@@ -40,7 +55,6 @@ class QueryService:
         *,
         poll_interval: float = 5.0,
         max_age: float = 60.0,
-        result_limit: int = 50,
         probe_timeout: float = 2.0,
         on_refresh: RefreshListener | None = None,
     ) -> None:
@@ -48,48 +62,73 @@ class QueryService:
         self.store = store
         self.state = state
         self.probe_timeout = probe_timeout
-        self.results_cache = ResultCache(client, max_age, result_limit, on_refresh=on_refresh)
         self.server_default = ServerDefault(
             client, poll_interval, state.server_default_seen, on_change=self._default_changed
         )
+        self.results_cache = ResultCache(client, max_age, on_refresh=on_refresh,
+                                         on_default=self.server_default.observe)
         self.server_error: str | None = None
         self._epoch: int | None = None
         self._save_lock = trio.Lock()
         self._dirty_default = False
+        self._children: dict[str, set[str]] = {}
+        for key, query in state.queries.items():
+            self._index(query.path, key)
 
     # -- reading ------------------------------------------------------------------------
 
-    def names(self) -> list[str]:
-        return sorted(self.state.queries)
+    def _index(self, path: QueryPath, key: str) -> None:
+        self._children.setdefault(query_key(path[:-1]), set()).add(key)
 
-    def get(self, name: str) -> SavedQuery:
-        try:
-            return self.state.queries[name]
-        except KeyError:
-            raise QueryNotFound(name) from None
+    def children(self, parent: QueryPath) -> list[SavedQuery]:
+        """The queries directly inside ``parent`` (``()`` for the root)."""
+        keys = self._children.get(query_key(parent), set())
+        return sorted((self.state.queries[k] for k in keys), key=lambda q: q.name)
+
+    def find(self, path: QueryPath) -> SavedQuery | None:
+        return self.state.queries.get(query_key(path))
+
+    def get(self, path: QueryPath) -> SavedQuery:
+        query = self.find(path)
+        if query is None:
+            raise QueryNotFound("/".join(path))
+        return query
+
+    def chain(self, query: SavedQuery) -> list[SavedQuery]:
+        """The query's enclosing queries, outermost first, then the query itself."""
+        chain = [query]
+        while chain[0].parent_key is not None:
+            chain.insert(0, self.state.queries[chain[0].parent_key])
+        return chain
 
     def effective(self, query: SavedQuery) -> EffectiveThreshold:
         return effective_threshold(
             query.threshold, query.auto_adjusted, self.server_default.value
         )
 
-    async def current_default(self, query: SavedQuery) -> float | None:
+    def plan(self, query: SavedQuery) -> QueryPlan:
+        scope = scope_of(query.path)
+        levels = []
+        for level in self.chain(query):
+            ontologies = tuple(sorted({link.ontology for link in level.links}))
+            if scope is not None:
+                ontologies = (scope,)
+            levels.append(Level(level.text, self.effective(level).min_similarity, ontologies))
+        return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude)
+
+    async def current_default(self) -> float | None:
         """The server default, refreshed if stale (briefly cached; see ServerDefault)."""
         return await self.server_default.get(timeout=self.probe_timeout)
 
     async def results(self, query: SavedQuery) -> ResultSet:
-        min_similarity = self.effective(query).min_similarity
-        result_set = await self.results_cache.get(query.name, query.text, min_similarity)
-        if min_similarity is None and not result_set.stale:
-            self.server_default.observe(result_set.response.threshold_used)
-        return result_set
+        return await self.results_cache.get(query.key, self.plan(query))
 
     # -- watching the server -------------------------------------------------------------
 
-    async def poll(self) -> None:
+    async def poll(self) -> bool:
         """One look at the server: a changed epoch drops every cached listing (the next
         ``ls`` refetches), and the default is re-learned (a change drops the listings of
-        inheriting queries)."""
+        inheriting queries). Returns whether the content changed."""
         try:
             epoch = await self.client.epoch(timeout=self.probe_timeout)
             await self.server_default.refresh(timeout=self.probe_timeout)
@@ -97,47 +136,45 @@ class QueryService:
             if self.server_error is None:
                 log.warning("server unavailable, serving cached listings: %s", exc)
             self.server_error = str(exc)
-            return
+            return False
         if self.server_error is not None:
             log.info("server available again")
         self.server_error = None
-        if self._epoch is not None and epoch != self._epoch:
+        changed = self._epoch is not None and epoch != self._epoch
+        if changed:
             log.info("server content changed (epoch %s -> %s)", self._epoch, epoch)
             self.results_cache.invalidate_all()
         self._epoch = epoch
         await self.save_if_dirty()
-
-    async def watch(self, interval: float) -> None:
-        """Poll the server every ``interval`` seconds until cancelled."""
-        while True:
-            await self.poll()
-            await trio.sleep(interval)
+        return changed
 
     # -- changing -------------------------------------------------------------------------
 
-    async def create(self, name: str) -> SavedQuery:
+    async def create(self, path: QueryPath) -> SavedQuery:
         """Save a query named as typed; ``NAME@0.8`` carries an explicit threshold, which
         the creation-time probe may lower (never below the server default)."""
-        if name in self.state.queries:
-            raise QueryExists(name)
-        parsed = parse_query_dir_name(name)
-        query = SavedQuery(name=name, text=parsed.text, threshold=parsed.threshold)
+        if self.find(path) is not None:
+            raise QueryExists("/".join(path))
+        parsed = parse_query_dir_name(path[-1])
+        query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
         if query.threshold is not None:
             query = await self._probe(query)
-        if name in self.state.queries:  # created concurrently while we probed
-            raise QueryExists(name)
-        self.state.queries[name] = query
+        if self.find(path) is not None:  # created concurrently while we probed
+            raise QueryExists("/".join(path))
+        self.state.queries[query.key] = query
+        self._index(path, query.key)
         await self._save()
-        log.info("created query %r (threshold %s)", name, query.threshold)
+        log.info("created query %r (threshold %s)", query.key, query.threshold)
         return query
 
     async def _probe(self, query: SavedQuery) -> SavedQuery:
         assert query.threshold is not None
+        scope = scope_of(query.path)
         try:
             with trio.fail_after(self.probe_timeout):
                 response = await self.client.search(
-                    SearchRequest(query.text, limit=self.results_cache.limit,
-                                  min_similarity=query.threshold),
+                    SearchRequest(query.text, limit=min(query.effective_limit, 100),
+                                  min_similarity=query.threshold, ontology=scope),
                     timeout=self.probe_timeout,
                 )
                 if response.results or response.suggested_threshold is None:
@@ -145,34 +182,74 @@ class QueryService:
                 default = await self.server_default.get(timeout=self.probe_timeout)
         except (errors.KgError, trio.TooSlowError) as exc:
             log.info("creation probe for %r failed, keeping the typed threshold: %s",
-                     query.name, exc)
+                     query.key, exc)
             return query
         if default is None:
             return query
         adjustment = floor_adjust(query.threshold, response.suggested_threshold, default)
         if adjustment is None:
             return query
-        log.info("auto-adjusted %r: %s -> %s (suggested %s, server default %s)", query.name,
+        log.info("auto-adjusted %r: %s -> %s (suggested %s, server default %s)", query.key,
                  adjustment.from_value, adjustment.to_value, adjustment.suggested, default)
         return replace(query, threshold=adjustment.to_value, auto_adjusted=adjustment)
 
-    async def remove(self, name: str) -> None:
-        self.get(name)
-        del self.state.queries[name]
-        self.results_cache.forget(name)
+    async def remove(self, path: QueryPath) -> None:
+        query = self.get(path)
+        if self._children.get(query.key):
+            raise QueryNotEmpty(query.key)
+        del self.state.queries[query.key]
+        self._children.get(query_key(path[:-1]), set()).discard(query.key)
+        self._children.pop(query.key, None)
+        self.results_cache.forget(query.key)
         await self._save()
-        log.info("removed query %r", name)
+        log.info("removed query %r", query.key)
 
-    async def set_threshold(self, name: str, threshold: float | None) -> SavedQuery:
-        """A user-written threshold (None = inherit); never auto-adjusted."""
-        query = self.get(name).with_threshold(threshold)
-        if query == self.state.queries[name]:
+    async def _update(self, query: SavedQuery, what: str) -> SavedQuery:
+        """Store a changed query; its listing and its descendants' are refetched."""
+        if query == self.state.queries.get(query.key):
             return query
-        self.state.queries[name] = query
-        self.results_cache.invalidate(name)
+        self.state.queries[query.key] = query
+        for key in self._subtree(query.key):
+            self.results_cache.invalidate(key)
         await self._save()
-        log.info("query %r threshold set to %s", name, threshold)
+        log.info("query %r: %s", query.key, what)
         return query
+
+    def _subtree(self, key: str) -> list[str]:
+        keys, pending = [], [key]
+        while pending:
+            current = pending.pop()
+            keys.append(current)
+            pending.extend(self._children.get(current, ()))
+        return keys
+
+    async def set_threshold(self, path: QueryPath, threshold: float | None) -> SavedQuery:
+        """A user-written threshold (None = inherit); never auto-adjusted."""
+        query = self.get(path).with_threshold(threshold)
+        return await self._update(query, f"threshold set to {threshold}")
+
+    async def set_limit(self, path: QueryPath, limit: int | None) -> SavedQuery:
+        return await self._update(replace(self.get(path), limit=limit), f"limit {limit}")
+
+    async def set_terms(self, path: QueryPath, kind: str, terms: tuple[str, ...]
+                        ) -> SavedQuery:
+        """``kind`` is ``exclude`` or ``union``."""
+        query = replace(self.get(path), **{kind: terms})
+        return await self._update(query, f"{kind} set to {list(terms)}")
+
+    async def add_link(self, path: QueryPath, link: Link) -> SavedQuery:
+        query = self.get(path)
+        if any(existing.name == link.name for existing in query.links):
+            raise QueryExists(f"{query.key}/{link.name}")
+        links = (*query.links, link)
+        return await self._update(replace(query, links=links), f"linked {link.ontology!r}")
+
+    async def remove_link(self, path: QueryPath, name: str) -> SavedQuery:
+        query = self.get(path)
+        links = tuple(k for k in query.links if k.name != name)
+        if len(links) == len(query.links):
+            raise QueryNotFound(f"{query.key}/{name}")
+        return await self._update(replace(query, links=links), f"unlinked {name!r}")
 
     # -- persistence ----------------------------------------------------------------------
 

@@ -66,7 +66,8 @@ def test_result_files_are_read_only(mounted: Mount) -> None:
 def test_gibberish_lists_nothing_at_the_calibrated_default(mounted: Mount) -> None:
     mounted.path(GIBBERISH).mkdir()
     assert result_files(mounted.path(GIBBERISH)) == []
-    assert os.listdir(mounted.path(GIBBERISH, ".meta")) == ["threshold", "query.toml", "status"]
+    assert sorted(os.listdir(mounted.path(GIBBERISH, ".meta"))) == [
+        "exclude", "limit", "query.toml", "status", "threshold", "union"]
 
 
 def test_rmdir_removes_the_query(mounted: Mount) -> None:
@@ -99,7 +100,7 @@ def test_lookup_of_undecodable_name_is_enoent(mounted: Mount) -> None:
     with pytest.raises(OSError) as exc:
         os.stat(os.path.join(os.fsencode(mounted.mountpoint), b"\xff"))
     assert exc.value.errno in (errno.ENOENT, errno.EINVAL)
-    assert os.listdir(mounted.mountpoint) == []
+    assert os.listdir(mounted.mountpoint) == ["ontology"]
 
 
 def test_queries_and_overrides_survive_a_remount(mount_factory) -> None:
@@ -109,7 +110,7 @@ def test_queries_and_overrides_survive_a_remount(mount_factory) -> None:
     (first.path("json parsing", ".meta", "threshold")).write_text("0.55\n")
     assert first.unmount() == 0
     second = mount_factory(mountpoint=first.mountpoint, state_of=first)
-    assert sorted(os.listdir(second.mountpoint)) == ["bz2 files@0.7", "json parsing"]
+    assert sorted(os.listdir(second.mountpoint)) == ["bz2 files@0.7", "json parsing", "ontology"]
     assert second.path("json parsing", ".meta", "threshold").read_text().splitlines()[-1] \
         == "0.55"
     toml = second.path("bz2 files@0.7", ".meta", "query.toml").read_text()

@@ -114,7 +114,7 @@ def test_detach_query_detaches_everything_under_it():
         looked_up(table, NodeKind.RESULT_FILE, "q", "c1"),
     ]
     other = looked_up(table, NodeKind.QUERY_DIR, "other")
-    table.detach_query("q")
+    table.detach_owner("q")
     assert all(not n.attached for n in nodes)
     assert table.find(NodeKind.QUERY_DIR, "q") is None
     assert table.find(NodeKind.QUERY_DIR, "other") is other

@@ -36,14 +36,14 @@ def make_state() -> StoreState:
     to_inherit = floor_adjust(0.9, 0.3, 0.47)
     assert to_value is not None and to_inherit is not None
     queries = [
-        SavedQuery("inherit", "inherit text", created_at="2024-01-02T03:04:05+00:00"),
-        SavedQuery("explicit", "explicit text", threshold=0.7),
-        SavedQuery("zero", "zero", threshold=0.0),
-        SavedQuery("one", "one", threshold=1.0),
-        SavedQuery("auto", "auto text", threshold=to_value.to_value, auto_adjusted=to_value),
-        SavedQuery("auto-inherit", "x", threshold=None, auto_adjusted=to_inherit),
+        SavedQuery(("inherit",), "inherit text", created_at="2024-01-02T03:04:05+00:00"),
+        SavedQuery(("explicit",), "explicit text", threshold=0.7),
+        SavedQuery(("zero",), "zero", threshold=0.0),
+        SavedQuery(("one",), "one", threshold=1.0),
+        SavedQuery(("auto",), "auto text", threshold=to_value.to_value, auto_adjusted=to_value),
+        SavedQuery(("auto-inherit",), "x", threshold=None, auto_adjusted=to_inherit),
     ]
-    queries += [SavedQuery(n, f"text of {n}", threshold=0.123456789) for n in HOSTILE_NAMES]
+    queries += [SavedQuery((n,), f"text of {n}", threshold=0.123456789) for n in HOSTILE_NAMES]
     for q in queries:
         state.queries[q.name] = q
     return state
@@ -66,7 +66,7 @@ def test_missing_store_is_empty(tmp_path):
 def test_save_replaces_previous_content(tmp_path):
     store = QueryStore(tmp_path)
     store.save(make_state())
-    smaller = StoreState(queries={"only": SavedQuery("only", "only text", threshold=0.5)})
+    smaller = StoreState(queries={"only": SavedQuery(("only",), "only text", threshold=0.5)})
     store.save(smaller)
     loaded = store.load()
     assert loaded.queries == smaller.queries
@@ -86,7 +86,7 @@ def test_save_replaces_previous_content(tmp_path):
 )
 def test_round_trip_any_names(entries):
     state = StoreState(
-        queries={n: SavedQuery(n, text, threshold=t) for n, (text, t) in entries.items()}
+        queries={n: SavedQuery((n,), text, threshold=t) for n, (text, t) in entries.items()}
     )
     with tempfile.TemporaryDirectory() as d:
         store = QueryStore(Path(d))
@@ -154,7 +154,7 @@ def test_non_utf8_store_is_corrupt(tmp_path):
 
 def test_auto_adjustment_survives_the_round_trip(tmp_path):
     adj = AutoAdjustment(0.95, None, 0.4, 0.47)
-    state = StoreState(queries={"q": SavedQuery("q", "q", None, "2024-01-01T00:00:00+00:00", adj)})
+    state = StoreState(queries={"q": SavedQuery(("q",), "q", None, "2024-01-01T00:00:00+00:00", adj)})
     store = QueryStore(tmp_path)
     store.save(state)
     assert store.load().queries["q"].auto_adjusted == adj

@@ -136,7 +136,7 @@ def render_toml(query: SavedQuery, default: float | None) -> dict:
 
 @pytest.mark.parametrize("text", HOSTILE + ["nul\0", '"""', "'''", "[table]", "a = 1"])
 def test_query_toml_parses_for_hostile_names_and_texts(text):
-    query = SavedQuery(name=text or "n", text=text, created_at="2024-05-01T10:00:00+00:00")
+    query = SavedQuery(path=(text or "n",), text=text, created_at="2024-05-01T10:00:00+00:00")
     doc = render_toml(query, 0.47)
     assert doc["name"] == (text or "n")
     assert doc["query"] == text
@@ -148,13 +148,13 @@ def test_query_toml_parses_for_hostile_names_and_texts(text):
 
 @given(name=label_text, text=label_text)
 def test_query_toml_parses_for_any_text(name, text):
-    doc = render_toml(SavedQuery(name=name, text=text), 0.47)
+    doc = render_toml(SavedQuery(path=(name,), text=text), 0.47)
     assert doc["name"] == name
     assert doc["query"] == text
 
 
 def test_query_toml_override():
-    doc = render_toml(SavedQuery("q", "q", threshold=0.7), 0.47)
+    doc = render_toml(SavedQuery(("q",), "q", threshold=0.7), 0.47)
     assert doc["threshold"] == 0.7
     assert doc["effective_threshold"] == 0.7
     assert doc["server_default_last_seen"] == 0.47
@@ -162,7 +162,7 @@ def test_query_toml_override():
 
 
 def test_query_toml_server_default_not_yet_learned():
-    doc = render_toml(SavedQuery("q", "q"), None)
+    doc = render_toml(SavedQuery(("q",), "q"), None)
     assert doc["threshold"] == "inherit"
     assert "server_default_last_seen" not in doc
     assert "effective_threshold" not in doc
@@ -171,7 +171,7 @@ def test_query_toml_server_default_not_yet_learned():
 def test_query_toml_auto_adjusted_to_a_value():
     adj = floor_adjust(0.95, 0.6, 0.47)
     assert adj is not None
-    doc = render_toml(SavedQuery("q", "q", threshold=adj.to_value, auto_adjusted=adj), 0.47)
+    doc = render_toml(SavedQuery(("q",), "q", threshold=adj.to_value, auto_adjusted=adj), 0.47)
     assert doc["threshold"] == 0.6
     assert doc["auto_adjusted"] is True
     assert doc["auto_adjustment"]["from"] == 0.95
@@ -180,7 +180,7 @@ def test_query_toml_auto_adjusted_to_a_value():
 
 def test_query_toml_auto_adjusted_back_to_inherit():
     adj = AutoAdjustment(0.95, None, 0.40, 0.47)
-    doc = render_toml(SavedQuery("q", "q", threshold=None, auto_adjusted=adj), 0.47)
+    doc = render_toml(SavedQuery(("q",), "q", threshold=None, auto_adjusted=adj), 0.47)
     assert doc["threshold"] == "inherit"
     assert doc["auto_adjusted"] is True
     assert doc["auto_adjustment"]["from"] == 0.95

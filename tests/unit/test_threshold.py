@@ -64,7 +64,7 @@ def test_auto_adjusted_back_to_inherit_is_the_server_default():
 
 def test_user_written_threshold_replaces_the_auto_adjustment():
     adj = AutoAdjustment(0.95, 0.6, 0.6, 0.47)
-    query = SavedQuery("q", "q", threshold=0.6, auto_adjusted=adj)
+    query = SavedQuery(("q",), "q", threshold=0.6, auto_adjusted=adj)
     rewritten = query.with_threshold(0.6)
     eff = effective_threshold(rewritten.threshold, rewritten.auto_adjusted, 0.47)
     assert rewritten.auto_adjusted is None
@@ -182,37 +182,37 @@ def _render(query: SavedQuery, default: float | None) -> bytes:
 
 @pytest.mark.parametrize("default", [0.47, None])
 def test_rendered_file_of_inheriting_query_stays_inheriting(default):
-    assert parse_threshold_file(_render(SavedQuery("q", "q"), default)) is None
+    assert parse_threshold_file(_render(SavedQuery(("q",), "q"), default)) is None
 
 
 @pytest.mark.parametrize("value", [0.0, 0.3, 0.55, 0.7, 0.825, 1.0])
 def test_rendered_file_of_override_parses_back_to_its_number(value):
-    assert parse_threshold_file(_render(SavedQuery("q", "q", threshold=value), 0.47)) == value
+    assert parse_threshold_file(_render(SavedQuery(("q",), "q", threshold=value), 0.47)) == value
 
 
 @given(st.integers(min_value=0, max_value=10_000))
 def test_rendered_file_of_four_decimal_override_round_trips(n):
     value = n / 10_000
-    assert parse_threshold_file(_render(SavedQuery("q", "q", threshold=value), 0.47)) == value
+    assert parse_threshold_file(_render(SavedQuery(("q",), "q", threshold=value), 0.47)) == value
 
 
 def test_rendered_file_of_precise_override_round_trips():
     value = 0.1234567
-    assert parse_threshold_file(_render(SavedQuery("q", "q", threshold=value), 0.47)) == value
+    assert parse_threshold_file(_render(SavedQuery(("q",), "q", threshold=value), 0.47)) == value
 
 
 def test_rendered_file_of_auto_adjusted_queries_parses_back():
     to_inherit = floor_adjust(0.95, 0.40, 0.47)
     to_value = floor_adjust(0.95, 0.6, 0.47)
     assert to_inherit is not None and to_value is not None
-    q1 = SavedQuery("a", "a", threshold=to_inherit.to_value, auto_adjusted=to_inherit)
-    q2 = SavedQuery("b", "b", threshold=to_value.to_value, auto_adjusted=to_value)
+    q1 = SavedQuery(("a",), "a", threshold=to_inherit.to_value, auto_adjusted=to_inherit)
+    q2 = SavedQuery(("b",), "b", threshold=to_value.to_value, auto_adjusted=to_value)
     assert parse_threshold_file(_render(q1, 0.47)) is None
     assert parse_threshold_file(_render(q2, 0.47)) == 0.6
 
 
 def test_rendered_file_mentions_the_server_default_only_in_comments():
-    body = _render(SavedQuery("q", "q"), 0.47).decode()
+    body = _render(SavedQuery(("q",), "q"), 0.47).decode()
     value_lines = [ln for ln in body.splitlines() if ln.strip() and not ln.startswith("#")]
     assert value_lines == ["inherit"]
     assert any("0.47" in ln for ln in body.splitlines() if ln.startswith("#"))

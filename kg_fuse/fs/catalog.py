@@ -1,0 +1,111 @@
+"""What the server knows: its ontologies and their documents, cached until the epoch
+changes. Document contents are cached by id: ids are content hashes, so never stale."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import trio
+
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.models import CatalogNode
+from kg_fuse.fs.names import NameRegistry, valid_file_name
+
+log = logging.getLogger(__name__)
+
+CONTENT_CONCURRENCY = 8
+CONTENT_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def document_file_name(name: str, disambiguator: str = "") -> str:
+    """A document's own name as a valid file name; a twin gets ``stem ~id.ext``."""
+    stem, ext = os.path.splitext(name.replace("/", "∕"))
+    if disambiguator:
+        return valid_file_name(f"{stem} ~{disambiguator}", ext)
+    return valid_file_name(stem, ext)
+
+
+@dataclass(frozen=True)
+class DocumentEntry:
+    file_name: str
+    document_id: str
+    size: int
+
+
+class Catalog:
+    def __init__(self, client: KgApiClient) -> None:
+        self._client = client
+        self._ontologies: dict[str, CatalogNode] | None = None
+        self._documents: dict[str, dict[str, DocumentEntry]] = {}
+        self._names: dict[str, NameRegistry] = {}
+        self._content: dict[str, bytes] = {}
+        self._content_bytes = 0
+        self._lock = trio.Lock()
+
+    def invalidate(self) -> None:
+        """The server's content changed."""
+        self._ontologies = None
+        self._documents.clear()
+
+    async def ontologies(self) -> dict[str, CatalogNode]:
+        """Every ontology by name (all pages of the catalog)."""
+        if self._ontologies is None:
+            async with self._lock:
+                if self._ontologies is None:
+                    nodes = await self._client.catalog_all()
+                    self._ontologies = {n.name: n for n in nodes}
+        return self._ontologies
+
+    def known_ontology(self, name: str) -> bool:
+        return self._ontologies is not None and name in self._ontologies
+
+    async def ontology(self, name: str) -> CatalogNode | None:
+        return (await self.ontologies()).get(name)
+
+    async def create_ontology(self, name: str) -> None:
+        await self._client.create_ontology(name)
+        self.invalidate()
+
+    async def delete_ontology(self, name: str) -> None:
+        await self._client.delete_ontology(name)
+        self.invalidate()
+
+    async def documents(self, ontology: str) -> dict[str, DocumentEntry]:
+        """An ontology's documents by unique file name, with their exact sizes."""
+        cached = self._documents.get(ontology)
+        if cached is not None:
+            return cached
+        node = await self.ontology(ontology)
+        if node is None:
+            return {}
+        docs = await self._client.catalog_all(parent=node.id)
+        contents: dict[str, bytes] = {}
+
+        async def load(doc_id: str, limiter: trio.CapacityLimiter) -> None:
+            async with limiter:
+                contents[doc_id] = await self.content(doc_id)
+
+        limiter = trio.CapacityLimiter(CONTENT_CONCURRENCY)
+        async with trio.open_nursery() as nursery:
+            for doc in docs:
+                nursery.start_soon(load, doc.id, limiter)
+        names = self._names.setdefault(ontology, NameRegistry(document_file_name))
+        entries = {}
+        for doc in docs:
+            file_name = names.name_for(doc.id, doc.name)
+            entries[file_name] = DocumentEntry(file_name, doc.id, len(contents[doc.id]))
+        self._documents[ontology] = entries
+        return entries
+
+    async def content(self, document_id: str) -> bytes:
+        data = self._content.get(document_id)
+        if data is None:
+            data = await self._client.document_content(document_id)
+            if self._content_bytes + len(data) > CONTENT_CACHE_BYTES:
+                self._content.clear()
+                self._content_bytes = 0
+            self._content[document_id] = data
+            self._content_bytes += len(data)
+        return data

@@ -1,0 +1,195 @@
+"""The ``ontology/<name>/ingest/`` drop box: copy a file in to ingest it.
+
+A file is buffered in memory while it is written (a bytearray: appends are amortised,
+no quadratic copying) and uploaded ``delay`` seconds after its last close, so that an
+immediate ``rm`` cancels it and an immediate ``mv`` to another ontology's ``ingest/``
+uploads it there. Editors' temporary names are never uploaded. While the server works on
+it, ``<name>.ingesting`` shows the job; it disappears when the job completes (a failed
+job stays, showing its error, until removed).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyfuse3
+import trio
+
+from kg_fuse.client import errors
+from kg_fuse.client.api import KgApiClient
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 32 * 1024 * 1024  # larger files fail with EFBIG
+JOB_SUFFIX = ".ingesting"
+_TEMPORARY = re.compile(r"^\.|~$|\.sw[a-p]$|\.tmp$|^#.*#$|^4913$|\.part$|\.crdownload$")
+
+
+def is_temporary(name: str) -> bool:
+    """Names editors and downloaders use for files that are not the final content."""
+    return bool(_TEMPORARY.search(name))
+
+
+@dataclass
+class PendingFile:
+    data: bytearray = field(default_factory=bytearray)
+    open_handles: int = 0
+    upload_at: float | None = None
+
+
+@dataclass
+class Job:
+    ontology: str
+    file_name: str
+    job_id: str | None = None
+    status: str = "uploading"
+    progress: str = ""
+    error: str | None = None
+
+    def render(self) -> bytes:
+        lines = [f"file: {self.file_name}", f"ontology: {self.ontology}",
+                 f"job: {self.job_id or '-'}", f"status: {self.status}"]
+        if self.progress:
+            lines.append(f"progress: {self.progress}")
+        if self.error:
+            lines.append(f"error: {self.error}")
+        return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
+
+
+Key = tuple[str, str]  # (ontology, file name)
+
+
+class IngestBox:
+    def __init__(self, client: KgApiClient, delay: float = 2.0,
+                 on_ingested: Callable[[], None] | None = None) -> None:
+        self._client = client
+        self.delay = delay
+        self.on_ingested = on_ingested
+        self.files: dict[Key, PendingFile] = {}
+        self.jobs: dict[Key, Job] = {}
+        self._wake = trio.Event()
+
+    # -- the files ----------------------------------------------------------------------
+
+    def names(self, ontology: str) -> list[str]:
+        files = [n for (o, n) in self.files if o == ontology]
+        jobs = [n + JOB_SUFFIX for (o, n) in self.jobs if o == ontology]
+        return sorted(files + jobs)
+
+    def get(self, ontology: str, name: str) -> PendingFile | None:
+        return self.files.get((ontology, name))
+
+    def job(self, ontology: str, job_file_name: str) -> Job | None:
+        if not job_file_name.endswith(JOB_SUFFIX):
+            return None
+        return self.jobs.get((ontology, job_file_name[: -len(JOB_SUFFIX)]))
+
+    def create(self, ontology: str, name: str) -> PendingFile:
+        if name.endswith(JOB_SUFFIX):
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        pending = self.files.setdefault((ontology, name), PendingFile())
+        pending.upload_at = None
+        return pending
+
+    def write(self, pending: PendingFile, offset: int, data: bytes) -> None:
+        end = offset + len(data)
+        if end > MAX_FILE_BYTES:
+            raise pyfuse3.FUSEError(errno.EFBIG)
+        buffer = pending.data
+        if offset == len(buffer):
+            buffer.extend(data)
+        else:
+            if offset > len(buffer):
+                buffer.extend(bytes(offset - len(buffer)))
+            buffer[offset:end] = data
+        pending.upload_at = None
+
+    def truncate(self, pending: PendingFile, size: int) -> None:
+        if size > MAX_FILE_BYTES:
+            raise pyfuse3.FUSEError(errno.EFBIG)
+        del pending.data[size:]
+        pending.data.extend(bytes(size - len(pending.data)))
+
+    def opened(self, pending: PendingFile) -> None:
+        pending.open_handles += 1
+        pending.upload_at = None
+
+    def closed(self, ontology: str, name: str, pending: PendingFile) -> None:
+        pending.open_handles = max(0, pending.open_handles - 1)
+        if pending.open_handles == 0 and not is_temporary(name):
+            pending.upload_at = trio.current_time() + self.delay
+            self._wake.set()
+
+    def remove(self, ontology: str, name: str) -> None:
+        """``rm``: a pending file is cancelled; a finished job's file is dismissed."""
+        if self.files.pop((ontology, name), None) is not None:
+            log.info("ingest of %r into %r cancelled", name, ontology)
+            return
+        job = self.job(ontology, name)
+        if job is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        if job.status not in ("failed", "cancelled", "completed"):
+            raise pyfuse3.FUSEError(errno.EBUSY)
+        del self.jobs[(ontology, job.file_name)]
+
+    def move(self, src: Key, dst: Key) -> None:
+        pending = self.files.pop(src, None)
+        if pending is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        self.files[dst] = pending
+        if pending.open_handles == 0 and not is_temporary(dst[1]):
+            pending.upload_at = trio.current_time() + self.delay
+            self._wake.set()
+
+    # -- the uploads ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Upload due files and follow their jobs, until cancelled."""
+        while True:
+            now = trio.current_time()
+            for key, pending in list(self.files.items()):
+                if pending.upload_at is not None and pending.upload_at <= now:
+                    del self.files[key]
+                    await self._upload(key, bytes(pending.data))
+            for job in list(self.jobs.values()):
+                if job.job_id is not None and job.status not in ("failed", "cancelled"):
+                    await self._follow(job)
+            self._wake = trio.Event()
+            with trio.move_on_after(0.5):
+                await self._wake.wait()
+
+    async def _upload(self, key: Key, data: bytes) -> None:
+        ontology, name = key
+        job = self.jobs[key] = Job(ontology, name)
+        try:
+            receipt = await self._client.ingest(ontology, name, data)
+        except errors.KgError as exc:
+            log.warning("upload of %r into %r failed: %s", name, ontology, exc)
+            job.status, job.error = "failed", str(exc)
+            return
+        job.job_id = receipt.job_id or receipt.duplicate_of
+        job.status = receipt.status or "pending"
+        log.info("uploaded %r into %r: job %s", name, ontology, job.job_id)
+
+    async def _follow(self, job: Job) -> None:
+        assert job.job_id is not None
+        try:
+            status = await self._client.job(job.job_id)
+        except errors.KgError as exc:
+            log.info("job %s: %s", job.job_id, exc)
+            return
+        job.status = status.status
+        if status.progress:
+            job.progress = ", ".join(f"{k}={v}" for k, v in sorted(status.progress.items()))
+        job.error = status.error
+        if status.status == "completed":
+            log.info("job %s completed: %r is in %r", job.job_id, job.file_name, job.ontology)
+            self.jobs.pop((job.ontology, job.file_name), None)
+            if self.on_ingested is not None:
+                self.on_ingested()
+        elif status.finished:
+            log.warning("job %s %s: %s", job.job_id, status.status, status.error)

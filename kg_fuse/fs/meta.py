@@ -1,0 +1,131 @@
+"""The ``.meta`` control files: what each shows, what it accepts, and how a write lands.
+
+Every file is generated from the saved query. The writable ones parse the whole text a
+write would produce (see ``control.WriteSession``) and commit it only when valid;
+anything else is refused with EINVAL and changes nothing.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kg_fuse.fs.nodes import NodeKind
+from kg_fuse.fs.queries import DEFAULT_LIMIT, QueryPath, SavedQuery
+from kg_fuse.fs.render import query_toml, status_file, threshold_file
+from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
+
+MAX_LIMIT = 1000
+MAX_TERM_CHARS = 500  # the longest exclude/union term accepted
+MAX_TERMS = 100
+
+
+class InvalidSetting(InvalidThreshold):
+    """Text that is not a valid value for a control file (EINVAL)."""
+
+
+def _text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidSetting("not UTF-8 text") from None
+
+
+def _values(data: bytes) -> list[str]:
+    return [line.strip() for line in _text(data).splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def parse_limit(data: bytes) -> int | None:
+    """A whole number in 1..1000, or ``default``/empty for the default of 50."""
+    values = _values(data)
+    if not values or (len(values) == 1 and values[0].lower() in INHERIT_WORDS):
+        return None
+    if len(values) != 1 or not values[0].isascii() or not values[0].isdigit():
+        raise InvalidSetting(f"not a whole number: {values!r}")
+    limit = int(values[0])
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidSetting(f"limit out of range 1..{MAX_LIMIT}: {limit}")
+    return limit
+
+
+def parse_terms(data: bytes) -> tuple[str, ...]:
+    """One term per line; blank lines ignored, duplicates dropped, order kept."""
+    terms: list[str] = []
+    for line in _text(data).splitlines():
+        term = line.strip()
+        if not term:
+            continue
+        if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in term):
+            raise InvalidSetting(f"control character in term {term!r}")
+        if len(term) > MAX_TERM_CHARS:
+            raise InvalidSetting(f"term longer than {MAX_TERM_CHARS} characters")
+        if term not in terms:
+            terms.append(term)
+    if len(terms) > MAX_TERMS:
+        raise InvalidSetting(f"more than {MAX_TERMS} terms")
+    return tuple(terms)
+
+
+def limit_file(query: SavedQuery) -> bytes:
+    lines = [
+        f"# How many results this query lists (1..{MAX_LIMIT}); 'default' means "
+        f"{DEFAULT_LIMIT}.",
+        f"# Effective limit: {query.effective_limit}",
+        "default" if query.limit is None else str(query.limit),
+    ]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def terms_file(terms: tuple[str, ...]) -> bytes:
+    return "".join(f"{t}\n" for t in terms).encode("utf-8")
+
+
+Render = Callable[[QueryService, SavedQuery, "str | None"], bytes]
+Commit = Callable[[QueryService, QueryPath, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Control:
+    kind: NodeKind
+    render: Render
+    parse: Callable[[bytes], Any] | None = None  # None: read-only
+    commit: Commit | None = None
+    append_replaces: bool = True  # '>>' sets a single value; lists append instead
+
+    @property
+    def writable(self) -> bool:
+        return self.parse is not None
+
+
+def _threshold(service: QueryService, query: SavedQuery, _problem: str | None) -> bytes:
+    return threshold_file(query, service.effective(query), service.server_default.value)
+
+
+def _toml(service: QueryService, query: SavedQuery, _problem: str | None) -> bytes:
+    return query_toml(query, service.effective(query), service.server_default.value)
+
+
+def _status(service: QueryService, query: SavedQuery, problem: str | None) -> bytes:
+    return status_file(query, service.effective(query), service.server_default.value,
+                       service.results_cache.cached(query.key), problem or service.server_error)
+
+
+CONTROLS: dict[str, Control] = {
+    "threshold": Control(NodeKind.THRESHOLD_FILE, _threshold, parse_threshold_file,
+                         lambda s, p, v: s.set_threshold(p, v)),
+    "limit": Control(NodeKind.LIMIT_FILE, lambda s, q, _: limit_file(q), parse_limit,
+                     lambda s, p, v: s.set_limit(p, v)),
+    "exclude": Control(NodeKind.EXCLUDE_FILE, lambda s, q, _: terms_file(q.exclude),
+                       parse_terms, lambda s, p, v: s.set_terms(p, "exclude", v),
+                       append_replaces=False),
+    "union": Control(NodeKind.UNION_FILE, lambda s, q, _: terms_file(q.union),
+                     parse_terms, lambda s, p, v: s.set_terms(p, "union", v),
+                     append_replaces=False),
+    "status": Control(NodeKind.STATUS_FILE, _status),
+    "query.toml": Control(NodeKind.QUERY_TOML_FILE, _toml),
+}
+CONTROL_BY_KIND = {c.kind: c for c in CONTROLS.values()}

@@ -1,0 +1,143 @@
+"""How a query directory becomes a list of concepts.
+
+A query is a chain of levels (a nested query's ancestors, then itself). Each level's term
+is searched at that level's own effective threshold and restricted to that level's
+ontologies (its scope or links, OR between links). A concept is listed when it matches
+every level (AND); its combined score is the *lowest* of its level scores, so a concept
+ranks as high as its weakest match. Union terms then add their matches (at the query's
+own threshold, scored by that term), exclude terms remove theirs, and the list is cut at
+the query's limit.
+
+Paging: the search API returns at most 100 results a call, so larger wants page with
+``offset``. A scoped page can come back short on the platform (it filters after paging),
+so scoped paging only stops at an empty page, the want, or a scan cap.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+import trio
+
+from kg_fuse.client.api import PAGE_SIZE_MAX, KgApiClient, SearchRequest
+from kg_fuse.client.models import ConceptHit, SearchResponse
+
+log = logging.getLogger(__name__)
+
+MAX_MATCHES = 1000  # the most matches fetched for one term (intersections need depth)
+MAX_SCAN = 2000  # how far scoped paging may go looking past short pages
+
+
+@dataclass(frozen=True)
+class Level:
+    text: str
+    min_similarity: float | None  # None: omit, the server default applies
+    ontologies: tuple[str, ...] = ()  # empty: every ontology
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Everything that decides a listing; equal plans give equal listings."""
+
+    levels: tuple[Level, ...]
+    limit: int
+    union: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def own(self) -> Level:
+        return self.levels[-1]
+
+
+@dataclass
+class PlanOutcome:
+    hits: list[ConceptHit]
+    primary: SearchResponse  # the first page of the query's own term: hints, threshold
+    default_seen: float | None  # threshold_used of an inheriting search, if any ran
+
+
+class _Searcher:
+    def __init__(self, client: KgApiClient) -> None:
+        self.client = client
+        self.primary: SearchResponse | None = None
+        self.default_seen: float | None = None
+
+    async def _page(self, request: SearchRequest) -> SearchResponse:
+        response = await self.client.search(request)
+        if request.min_similarity is None:
+            self.default_seen = response.threshold_used
+        return response
+
+    async def matches(self, level: Level, want: int, primary: bool = False
+                      ) -> dict[str, ConceptHit]:
+        """Up to ``want`` best matches of one term, merged over its ontologies."""
+        found: dict[str, ConceptHit] = {}
+        for ontology in level.ontologies or (None,):
+            for hit in await self._scan(level, ontology, want, primary):
+                best = found.get(hit.concept_id)
+                if best is None or hit.score > best.score:
+                    found[hit.concept_id] = hit
+            primary = False
+        return found
+
+    async def _scan(self, level: Level, ontology: str | None, want: int, primary: bool
+                    ) -> list[ConceptHit]:
+        hits: list[ConceptHit] = []
+        offset = 0
+        while len(hits) < want and offset < MAX_SCAN:
+            size = min(PAGE_SIZE_MAX, max(want - len(hits), 1))
+            request = SearchRequest(level.text, limit=size, min_similarity=level.min_similarity,
+                                    offset=offset, ontology=ontology)
+            response = await self._page(request)
+            if primary and offset == 0:
+                self.primary = response
+            page = [h for h in response.results
+                    if ontology is None or not h.ontologies or ontology in h.ontologies]
+            hits.extend(page)
+            offset += size
+            if not response.results or (ontology is None and len(response.results) < size):
+                break
+        return hits[:want]
+
+
+async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
+    searcher = _Searcher(client)
+    nested = len(plan.levels) > 1 or plan.union or plan.exclude
+    depth = MAX_MATCHES if nested else plan.limit
+    own = await searcher.matches(plan.own, max(depth, plan.limit), primary=True)
+
+    ancestors: list[dict[str, ConceptHit]] = []
+    extra: list[dict[str, ConceptHit]] = []
+    excluded: list[dict[str, ConceptHit]] = []
+    async with trio.open_nursery() as nursery:
+
+        async def collect(level: Level, into: list[dict[str, ConceptHit]]) -> None:
+            into.append(await searcher.matches(level, MAX_MATCHES))
+
+        for level in plan.levels[:-1]:
+            nursery.start_soon(collect, level, ancestors)
+        for term in plan.union:
+            nursery.start_soon(collect, replace(plan.own, text=term), extra)
+        for term in plan.exclude:
+            nursery.start_soon(collect, replace(plan.own, text=term), excluded)
+
+    combined: dict[str, ConceptHit] = {}
+    for cid, hit in own.items():
+        scores = [hit.score]
+        for level_hits in ancestors:
+            if cid not in level_hits:
+                break
+            scores.append(level_hits[cid].score)
+        else:
+            combined[cid] = replace(hit, score=min(scores))
+    for term_hits in extra:
+        for cid, hit in term_hits.items():
+            if cid not in combined or hit.score > combined[cid].score:
+                combined[cid] = hit
+    for term_hits in excluded:
+        for cid in term_hits:
+            combined.pop(cid, None)
+    ranked = sorted(combined.values(), key=lambda h: (-h.score, h.label, h.concept_id))
+    assert searcher.primary is not None
+    return PlanOutcome(ranked[: plan.limit], searcher.primary, searcher.default_seen)

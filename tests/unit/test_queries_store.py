@@ -154,7 +154,8 @@ def test_non_utf8_store_is_corrupt(tmp_path):
 
 def test_auto_adjustment_survives_the_round_trip(tmp_path):
     adj = AutoAdjustment(0.95, None, 0.4, 0.47)
-    state = StoreState(queries={"q": SavedQuery(("q",), "q", None, "2024-01-01T00:00:00+00:00", adj)})
+    query = SavedQuery(("q",), "q", None, "2024-01-01T00:00:00+00:00", adj)
+    state = StoreState(queries={"q": query})
     store = QueryStore(tmp_path)
     store.save(state)
     assert store.load().queries["q"].auto_adjusted == adj

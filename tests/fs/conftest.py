@@ -85,9 +85,9 @@ def mount_factory(kg_server: Any, tmp_path: Path):
 
     def start(mountpoint: Path | None = None, state_of: Mount | None = None,
               extra_args: list[str] | None = None, env: dict[str, str] | None = None,
-              allowed_log: list[str] | None = None) -> Mount:
+              allowed_log: list[str] | None = None, server: Any = None) -> Mount:
         index = len(mounts)
-        full_env = {**os.environ, **kg_server.env}
+        full_env = {**os.environ, **(server or kg_server).env}
         full_env["XDG_DATA_HOME"] = (state_of.env["XDG_DATA_HOME"] if state_of
                                      else str(tmp_path / f"mount-data-{index}"))
         full_env.update(env or {})

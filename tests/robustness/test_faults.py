@@ -1,0 +1,223 @@
+"""A slow, dead or misbehaving server: every operation returns in bounded time with the
+right errno, cached listings stay readable and say they are stale, local changes keep
+working and persist, and the mount recovers without a remount.
+
+The mount reaches the session server through ``tests.helpers.faults.FaultProxy`` with
+``--timeout 1 --probe-timeout 1``: no single system call should take more than about
+two deadlines, so the tests allow ``BOUND`` seconds per call.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.faults import FaultProxy
+from tests.helpers.mount import Mount
+from tests.robustness.conftest import (
+    FAULT_LOG,
+    RELEVANT,
+    result_names,
+    status_lines,
+    timed,
+    wait_until,
+)
+
+pytestmark = pytest.mark.mount
+
+TIMEOUT = 1.0  # --timeout and --probe-timeout of the mounts below
+BOUND = 4.0  # seconds any one system call may take with these deadlines
+OTHER = "parse json documents"  # a query listed only once the server misbehaves
+STALE = "stale (server unavailable)"
+
+# mode -> errno of a listing that cannot be served from cache
+MODES = {
+    "stall": errno.ETIMEDOUT,
+    "reset": errno.ECONNREFUSED,
+    "error500": errno.EIO,
+    "malformed": errno.EIO,
+    "wrong_shape": errno.EIO,
+}
+
+
+def store_of(mount: Mount) -> dict[str, Any]:
+    """The saved-query store on disk, as ``{name: threshold}`` plus the raw document."""
+    files = list(Path(mount.env["XDG_DATA_HOME"]).glob("kg-fuse/mounts/*/queries.toml"))
+    assert len(files) == 1, files
+    doc = tomllib.loads(files[0].read_text())
+    return {q["name"]: q["threshold"] for q in doc.get("queries", [])}
+
+
+def fetched_query(mount: Mount, name: str = RELEVANT) -> tuple[list[str], bytes]:
+    """Create and list a query while the server is healthy; its names and one body."""
+    mount.path(name).mkdir()
+    names = result_names(mount.path(name))
+    assert names, "the healthy server found nothing"
+    return names, mount.path(name, names[0]).read_bytes()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_misbehaving_server_gives_errnos_in_bounded_time_and_recovers(
+        proxy: FaultProxy, proxied: Callable[..., Mount], mode: str) -> None:
+    # --max-age 1: a listing older than a second is refetched, so the misbehaving
+    # server is really asked and the cache is the fallback, not the first choice.
+    mount = proxied(max_age=1.0)
+    names, body = fetched_query(mount)
+    mount.path(OTHER).mkdir()  # never listed while the server was healthy
+    time.sleep(1.2)
+
+    proxy.set_mode(mode)
+    before = proxy.mark()
+    ops: dict[str, Callable[[], Any]] = {
+        "ls root": lambda: sorted(os.listdir(mount.mountpoint)),
+        "ls fetched": lambda: result_names(mount.path(RELEVANT)),
+        "cat fetched": lambda: mount.path(RELEVANT, names[0]).read_bytes(),
+        "stat fetched": lambda: os.stat(mount.path(RELEVANT, names[-1])).st_size,
+        "status fetched": lambda: status_lines(mount, RELEVANT),
+        "ls never fetched": lambda: os.listdir(mount.path(OTHER)),
+        "status never fetched": lambda: status_lines(mount, OTHER),
+        "mkdir": lambda: mount.path("tar archives").mkdir(),
+        "mkdir with threshold": lambda: mount.path("zip files@0.5").mkdir(),
+        "write threshold": lambda: mount.path(OTHER, ".meta", "threshold").write_text("0.55\n"),
+        "read threshold": lambda: mount.path(OTHER, ".meta", "threshold").read_text(),
+        "rmdir": lambda: os.rmdir(mount.path("tar archives")),
+        "ls root after": lambda: sorted(os.listdir(mount.mountpoint)),
+    }
+    outcomes = {what: timed(op) for what, op in ops.items()}
+    # (.meta/status is timed on its own below: see test_status_read_is_bounded_...)
+    slow = {k: o for k, o in outcomes.items() if o.seconds > BOUND and "status" not in k}
+    assert not slow, f"slower than {BOUND}s with the server in mode {mode}: {outcomes}"
+    assert proxy.count(since=before, action=mode) > 0, "the fault was never exercised"
+
+    failed = {k: o for k, o in outcomes.items() if not o.ok and k != "ls never fetched"}
+    assert not failed, outcomes
+    # a query never fetched fails with the documented errno, not an empty listing
+    assert outcomes["ls never fetched"].errno == MODES[mode], outcomes
+    # what was fetched before is still there, byte for byte, and says it is stale
+    assert outcomes["ls root"].value == sorted([RELEVANT, OTHER])
+    assert outcomes["ls root after"].value == sorted([RELEVANT, OTHER, "zip files@0.5"])
+    assert outcomes["ls fetched"].value == names
+    assert outcomes["cat fetched"].value == body
+    assert outcomes["status fetched"].value["fetched"].endswith(f"({STALE})"), \
+        outcomes["status fetched"].value
+    never = outcomes["status never fetched"].value
+    assert never["results"] == "not fetched" and never.get("error"), never
+    assert outcomes["read threshold"].value.splitlines()[-1] == "0.55"
+    assert mount.unexpected_log_lines(FAULT_LOG) == []
+    assert "server request failed" in mount.log_text()
+
+    # the server is healthy again: fresh results without a remount
+    proxy.set_mode("pass")
+    assert result_names(mount.path(OTHER))  # 0.55 still finds gzip/zlib/json concepts
+    assert status_lines(mount, OTHER)["fetched"].endswith("(fresh)")
+    wait_until(lambda: status_lines(mount, RELEVANT)["fetched"].endswith("(fresh)"),
+               timeout=5, message="fresh status after recovery")
+    assert result_names(mount.path(RELEVANT)) == names
+
+    # the changes made while the server misbehaved were acknowledged and persisted
+    assert mount.unmount() == 0
+    assert store_of(mount) == {RELEVANT: "inherit", OTHER: 0.55, "zip files@0.5": 0.5}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["error500", "stall"])
+def test_failing_concept_details_still_list_results(
+        proxy: FaultProxy, proxied: Callable[..., Mount], mode: str) -> None:
+    """A server that answers the search but fails on concept details still lists the
+    results, in bounded time; the files say the details could not be fetched."""
+    mount = proxied()
+    proxy.set_mode(mode, paths=["/query/concept/"])
+    mount.path(RELEVANT).mkdir()
+    listing = timed(lambda: result_names(mount.path(RELEVANT)))
+    assert listing.ok and listing.value, listing
+    assert listing.seconds <= BOUND, listing
+    text = mount.path(RELEVANT, listing.value[0]).read_text()
+    assert "could not be fetched" in text
+    assert os.stat(mount.path(RELEVANT, listing.value[0])).st_size == len(text.encode())
+    proxy.set_mode("pass")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: a failed fetch is not shared with the callers queued on the query's lock "
+    "(ResultCache.get): each waiter refetches in turn, so the Nth concurrent stat of a "
+    "stalled query waits N x --timeout (8 programs: 1, 2, ..., 8 s)"))
+def test_concurrent_operations_on_a_stalled_query_are_each_bounded(
+        proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
+    """Eight programs touch the same query while the server stalls: each one waits for
+    at most about one deadline, not for the others' deadlines in turn."""
+    mount = proxied(max_age=1.0)
+    names, _ = fetched_query(mount)
+    time.sleep(1.2)
+    proxy.set_mode("stall")
+    results: list[Any] = [None] * 8
+
+    def worker(i: int) -> None:
+        results[i] = timed(lambda: os.stat(mount.path(RELEVANT, names[i % len(names)])))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(r is not None and r.ok for r in results), results
+    assert max(r.seconds for r in results) <= BOUND, results
+    proxy.set_mode("pass")
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: every lookup, getattr and open of .meta/status refetches the listing with no "
+    "memory of the last failure, so with a stalled server `stat status` takes 2 and "
+    "`cat status` 5 request deadlines (25 s with the default --timeout 5)"))
+def test_status_read_is_bounded_when_the_server_stalls(
+        proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
+    mount = proxied(max_age=1.0)
+    fetched_query(mount)
+    mount.path(OTHER).mkdir()
+    time.sleep(1.2)
+    with proxy.fault("stall"):
+        outcomes = {
+            "cat status (fetched)": timed(lambda: status_lines(mount, RELEVANT)),
+            "cat status (never fetched)": timed(lambda: status_lines(mount, OTHER)),
+            "ls -l .meta": timed(lambda: [os.stat(p)
+                                          for p in mount.path(RELEVANT, ".meta").iterdir()]),
+        }
+    assert all(o.ok for o in outcomes.values()), outcomes
+    assert max(o.seconds for o in outcomes.values()) <= BOUND, outcomes
+
+
+@pytest.mark.timeout(60)
+def test_revoked_token_is_replaced_once_and_the_call_retried(
+        proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
+    mount = proxied()
+    mount.path(RELEVANT).mkdir()
+    mount.path(OTHER).mkdir()
+    assert result_names(mount.path(RELEVANT))
+    tokens = proxy.count("/auth/oauth/token")
+    assert tokens == 1
+
+    proxy.revoke_tokens(1)  # the server forgot the token: the next call gets a 401
+    mark = proxy.mark()
+    assert result_names(mount.path(OTHER))  # transparently re-authenticated
+    assert proxy.count("/auth/oauth/token") == tokens + 1
+    assert proxy.count(since=mark, action="revoked") == 1
+    searches = [r.action for r in proxy.requests[mark:] if r.path == "/query/search"]
+    assert searches == ["revoked", "pass"], searches
+
+    # a second 401 after a fresh token is a real rejection: one retry, then EACCES
+    mount.path("csv files").mkdir()
+    proxy.revoke_tokens(2)
+    with pytest.raises(PermissionError):
+        os.listdir(mount.path("csv files"))
+    assert proxy.count("/auth/oauth/token") == tokens + 2
+    assert result_names(mount.path("csv files")) is not None  # works again, no remount

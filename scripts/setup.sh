@@ -9,7 +9,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need_pkgs=()
-for pkg in fuse3 libfuse3-dev pkg-config gcc python3-dev python3-venv; do
+for pkg in fuse3 libfuse3-dev pkg-config gcc python3-dev python3-venv attr; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

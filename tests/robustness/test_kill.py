@@ -1,0 +1,285 @@
+"""Nothing acknowledged is lost: SIGKILL the daemon in the middle of a burst of changes,
+many times; the dead mount is reported and cleaned by the CLI, and the store on disk
+parses and holds every change whose system call returned success. A corrupt store is
+kept aside and the mount refuses to start, saying where it is."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import signal
+import threading
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.mount import Mount
+from tests.robustness.conftest import kg_fuse_cli, wait_until
+
+pytestmark = pytest.mark.mount
+
+ROUNDS = 15
+WRITERS = 3
+THRESHOLDS = ["0.1", "0.25", "0.5", "0.55", "0.7", "0.85", "1", "inherit", ""]
+# errnos a system call may get when the daemon dies under it
+DEATH = {errno.ENOTCONN, errno.ECONNABORTED, errno.EIO, errno.ENOENT}
+
+
+@dataclass
+class Op:
+    kind: str  # "mkdir", "rmdir", "threshold"
+    name: str
+    value: Any = None  # the threshold as stored: "inherit" or a float
+
+    def apply(self, state: dict[str, Any]) -> dict[str, Any]:
+        state = dict(state)
+        if self.kind == "mkdir":
+            state[self.name] = self.value
+        elif self.kind == "rmdir":
+            state.pop(self.name, None)
+        else:
+            state[self.name] = self.value
+        return state
+
+
+def stored_value(text: str) -> Any:
+    """What writing ``text`` to .meta/threshold stores."""
+    return "inherit" if text in ("inherit", "") else float(text)
+
+
+def store_path(data_home: Path) -> Path | None:
+    found = list(data_home.glob("kg-fuse/mounts/*/queries.toml"))
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def load_store(data_home: Path) -> dict[str, Any]:
+    path = store_path(data_home)
+    if path is None:
+        return {}
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))  # must always parse
+    return {q["name"]: q["threshold"] for q in doc.get("queries", [])}
+
+
+class Writer(threading.Thread):
+    """Changes its own queries (names starting with its prefix) one call at a time and
+    records which calls returned success (acknowledged) and which one was in flight."""
+
+    def __init__(self, mount: Mount, prefix: str, own: dict[str, Any], seed: int) -> None:
+        super().__init__(daemon=True)
+        self.mount = mount
+        self.prefix = prefix
+        self.initial = dict(own)
+        self.state = dict(own)  # the acknowledged state of this writer's queries
+        self.rng = random.Random(seed)
+        self.acked: list[Op] = []
+        self.in_flight: Op | None = None
+        self.unexpected: list[str] = []
+        self.counter = 0
+
+    def next_op(self) -> Op:
+        names = sorted(self.state)
+        roll = self.rng.random()
+        if not names or roll < 0.4:
+            self.counter += 1
+            name = f"{self.prefix}{self.counter}"
+            if self.rng.random() < 0.2:
+                return Op("mkdir", name + "@0", 0.0)  # probes the server at creation
+            return Op("mkdir", name, "inherit")
+        name = self.rng.choice(names)
+        if roll < 0.55:
+            return Op("rmdir", name)
+        text = self.rng.choice(THRESHOLDS)
+        return Op("threshold", name, text)
+
+    def perform(self, op: Op) -> None:
+        path = self.mount.path(op.name)
+        if op.kind == "mkdir":
+            os.mkdir(path)
+        elif op.kind == "rmdir":
+            os.rmdir(path)
+        elif op.value == "":  # truncate(1): a synchronous setattr, back to inheriting
+            os.truncate(path / ".meta" / "threshold", 0)
+        else:  # echo VALUE > threshold: acknowledged when write() returns
+            fd = os.open(path / ".meta" / "threshold", os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, op.value.encode() + b"\n")
+            finally:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def run(self) -> None:
+        while True:
+            op = self.next_op()
+            self.in_flight = op
+            try:
+                self.perform(op)
+            except OSError as exc:
+                if exc.errno not in DEATH:
+                    self.unexpected.append(f"{op}: {exc!r}")
+                if op.kind == "threshold":
+                    op.value = stored_value(op.value)
+                return  # the daemon is gone: this op stays in flight
+            if op.kind == "threshold":
+                op.value = stored_value(op.value)
+            self.in_flight = None
+            self.acked.append(op)
+            self.state = op.apply(self.state)
+
+    def allowed(self) -> list[dict[str, Any]]:
+        """The states this writer's queries may be in on disk."""
+        if self.in_flight is None:
+            return [self.state]
+        return [self.state, self.in_flight.apply(self.state)]
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                if "\nState:\tZ" in f.read():
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def dead_status(mountpoint: Path, env: dict[str, str]) -> Any:
+    status = kg_fuse_cli("status", str(mountpoint), env=env)
+    return status if "dead" in status.stdout else None
+
+
+@pytest.mark.timeout(150)
+def test_sigkill_mid_burst_never_loses_an_acknowledged_change(kg_server: Any,
+                                                             tmp_path: Path) -> None:
+    data_home = tmp_path / "data"
+    env = {**os.environ, **kg_server.env, "XDG_DATA_HOME": str(data_home)}
+    mountpoint = tmp_path / "mnt"
+    rng = random.Random(20240611)
+    model: dict[str, Any] = {}
+    acknowledged = 0
+    for round_ in range(ROUNDS):
+        mount = Mount(mountpoint, env, tmp_path / f"kg-fuse-{round_}.log",
+                      ["--poll-interval", "3600"]).start()
+        try:
+            # the restarted mount serves exactly what the store holds
+            assert sorted(os.listdir(mountpoint)) == sorted(model), f"round {round_}"
+            # every query belongs to exactly one writer: old ones round-robin, new ones
+            # by prefix; writers rmdir and rewrite old queries as well as new ones
+            old = sorted(model)
+            writers = [
+                Writer(mount, f"r{round_}w{w}-", {k: model[k] for k in old[w::WRITERS]},
+                       seed=rng.randrange(1 << 30))
+                for w in range(WRITERS)
+            ]
+            for wr in writers:
+                wr.start()
+            time.sleep(rng.uniform(0.05, 0.5))
+            assert mount.process is not None
+            os.kill(mount.process.pid, signal.SIGKILL)
+            mount.process.wait(timeout=10)
+            for wr in writers:
+                wr.join(timeout=20)
+                assert not wr.is_alive(), "a system call hung after the daemon died"
+                assert not wr.unexpected, wr.unexpected
+        except BaseException:
+            mount.kill()
+            raise
+
+        # (polled: right after the kill it may still say "mounted", see
+        # test_status_says_dead_right_after_the_daemon_is_killed)
+        status = wait_until(lambda: dead_status(mountpoint, env), timeout=5,
+                            interval=0.05, message="kg-fuse status saying dead")
+        assert status.returncode == 1 and "dead" in status.stdout, status
+        cleaned = kg_fuse_cli("unmount", str(mountpoint), env=env)
+        assert cleaned.returncode == 0, cleaned
+        assert not os.path.ismount(mountpoint)
+        after = kg_fuse_cli("status", str(mountpoint), env=env)
+        assert after.returncode == 1 and "not mounted" in after.stdout, after
+
+        stored = load_store(data_home)
+        covered: set[str] = set()
+        for w, wr in enumerate(writers):
+            keys = set(wr.initial) | set(wr.state) | {k for k in stored
+                                                      if k.startswith(wr.prefix)}
+            if wr.in_flight is not None:
+                keys.add(wr.in_flight.name)
+            covered |= keys
+            mine = {k: v for k, v in stored.items() if k in keys}
+            assert mine in wr.allowed(), (
+                f"round {round_} writer {w}: on disk {mine}, acknowledged {wr.state}, "
+                f"in flight {wr.in_flight}")
+            acknowledged += len(wr.acked)
+        assert set(stored) <= covered, f"round {round_}: strays {set(stored) - covered}"
+        model = stored
+    assert acknowledged > ROUNDS * 5, f"only {acknowledged} changes were acknowledged"
+
+
+def test_a_corrupt_store_is_kept_aside_and_the_mount_refuses_to_start(
+        mount_factory: Any, tmp_path: Path, kg_server: Any) -> None:
+    first = mount_factory()
+    first.path("json parsing").mkdir()
+    assert first.unmount() == 0
+    data_home = Path(first.env["XDG_DATA_HOME"])
+    store = store_path(data_home)
+    assert store is not None
+    garbage = b"version = 1\n[[queries]\nname = \"json parsing\n\x00\xff garbage"
+    store.write_bytes(garbage)
+
+    # in the foreground: exit status 1 and the log says where the store went
+    mount = Mount(first.mountpoint, first.env, tmp_path / "corrupt.log")
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        mount.start()
+    assert not os.path.ismount(first.mountpoint)
+    kept = sorted(store.parent.glob("queries.toml.corrupt-*"))
+    assert len(kept) == 1, kept
+    assert kept[0].read_bytes() == garbage
+    assert str(kept[0]) in mount.log_text()
+
+    # without --foreground: the command fails and prints the reason, naming the file
+    store.write_bytes(garbage)
+    result = kg_fuse_cli("mount", str(first.mountpoint), "--log-file",
+                         str(tmp_path / "bg.log"), env=first.env)
+    assert result.returncode != 0, result
+    assert not os.path.ismount(first.mountpoint)
+    kept_now = sorted(store.parent.glob("queries.toml.corrupt-*"))
+    assert len(kept_now) == 2, kept_now
+    newest = next(p for p in kept_now if p not in kept)
+    assert newest.read_bytes() == garbage
+    assert str(newest) in result.stderr, result.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: `kg-fuse status` (and `unmount`) decide 'dead' from os.stat(mountpoint), which "
+    "the kernel answers from the root's cached attributes for up to 1 s (DIR_TIMEOUT) "
+    "after the daemon died; statvfs/listdir already fail with ENOTCONN, yet status "
+    "prints 'mounted' and exits 0"))
+def test_status_says_dead_right_after_the_daemon_is_killed(kg_server: Any,
+                                                           tmp_path: Path) -> None:
+    env = {**os.environ, **kg_server.env, "XDG_DATA_HOME": str(tmp_path / "data")}
+    mount = Mount(tmp_path / "mnt", env, tmp_path / "kg-fuse.log").start()
+    try:
+        mount.path("gzip").mkdir()
+        os.stat(mount.mountpoint)  # what any shell prompt or file manager does
+        assert mount.process is not None
+        os.kill(mount.process.pid, signal.SIGKILL)
+        mount.process.wait(timeout=10)
+        started = time.monotonic()
+        with pytest.raises(OSError) as listing:
+            os.listdir(mount.mountpoint)
+        assert listing.value.errno == errno.ENOTCONN  # the mount is dead for its users
+        status = kg_fuse_cli("status", str(mount.mountpoint), env=env)
+        if time.monotonic() - started > 0.9:
+            pytest.skip("the status command started too late to see the cached window")
+        assert status.returncode == 1 and "dead" in status.stdout, status
+    finally:
+        mount.kill()

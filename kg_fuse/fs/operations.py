@@ -9,7 +9,6 @@ import errno
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 
 import pyfuse3
 
@@ -17,6 +16,7 @@ from kg_fuse.fs.attrs import Attributes
 from kg_fuse.fs.catalog import Catalog
 from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
+from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
 from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.links import resolve_link_target
 from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control
@@ -25,7 +25,7 @@ from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
 from kg_fuse.fs.queries import ONTOLOGY_DIR, Link
 from kg_fuse.fs.results import ResultSet
 from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import DOCUMENTS, INGEST, Entry, Tree, enoent, ontology_of, query_path
+from kg_fuse.fs.tree import DOCUMENTS, INGEST, Tree, enoent, ontology_of, query_path
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +33,6 @@ READ_ONLY = frozenset({NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE, NodeKind.JO
                        NodeKind.STATUS_FILE, NodeKind.QUERY_TOML_FILE})
 XATTR_SCORE = b"user.kg.score"
 XATTR_CONCEPT = b"user.kg.concept_id"
-
-
-@dataclass
-class FileHandle:
-    node: Node
-    session: WriteSession | None = None
-    snapshot: bytes | None = None
-
-
-@dataclass
-class DirHandle:
-    entries: list[Entry] = field(default_factory=list)
 
 
 def _eperm() -> pyfuse3.FUSEError:
@@ -67,8 +55,7 @@ class KgOperations(pyfuse3.Operations):
         self.scratch = ScratchFiles()
         self.tree = Tree(service, catalog, ingest, self.inodes, self.scratch)
         self.attrs = Attributes(started_ns=time.time_ns())
-        self._handles: dict[int, FileHandle | DirHandle] = {}
-        self._next_fh = 1
+        self.handles = HandleTable()
         service.results_cache.on_refresh = self._results_refreshed
 
     # -- helpers ------------------------------------------------------------------------
@@ -78,18 +65,6 @@ class KgOperations(pyfuse3.Operations):
         if node is None:
             raise enoent()
         return node
-
-    def _new_handle(self, handle: FileHandle | DirHandle) -> int:
-        fh = self._next_fh
-        self._next_fh += 1
-        self._handles[fh] = handle
-        return fh
-
-    def _file_handle(self, fh: int) -> FileHandle:
-        handle = self._handles.get(fh)
-        if not isinstance(handle, FileHandle):
-            raise pyfuse3.FUSEError(errno.EBADF)
-        return handle
 
     async def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
         kind = node.kind
@@ -182,8 +157,8 @@ class KgOperations(pyfuse3.Operations):
         elif control is not None and control.writable:
             if size != 0:
                 raise pyfuse3.FUSEError(errno.EINVAL)
-            handle = self._handles.get(fh) if fh is not None else None
-            if isinstance(handle, FileHandle) and handle.session is not None:
+            handle = self.handles.file(fh)
+            if handle is not None and handle.session is not None:
                 handle.session.truncate()
             else:  # truncate(1) on the path: an empty file
                 assert control.parse is not None
@@ -226,13 +201,11 @@ class KgOperations(pyfuse3.Operations):
         node = self._node(inode)
         if not node.kind.is_dir:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
-        return self._new_handle(DirHandle(await self.tree.children(node)))
+        return self.handles.add(DirHandle(await self.tree.children(node)))
 
     @handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        handle = self._handles.get(fh)
-        if not isinstance(handle, DirHandle):
-            raise pyfuse3.FUSEError(errno.EBADF)
+        handle = self.handles.directory(fh)
         for index in range(start_id, len(handle.entries)):
             entry = handle.entries[index]
             node = self.inodes.ensure(entry.kind, entry.owner, entry.key)
@@ -247,7 +220,7 @@ class KgOperations(pyfuse3.Operations):
 
     @handler
     async def releasedir(self, fh: int) -> None:
-        self._handles.pop(fh, None)
+        self.handles.pop(fh)
 
     @handler
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
@@ -330,12 +303,12 @@ class KgOperations(pyfuse3.Operations):
             self.ingest.opened(pending)
             if flags & os.O_TRUNC:
                 self.ingest.truncate(pending, 0)
-            return pyfuse3.FileInfo(fh=self._new_handle(handle), direct_io=True)
+            return pyfuse3.FileInfo(fh=self.handles.add(handle), direct_io=True)
         handle.snapshot = await self.tree.content(node)
         control = CONTROL_BY_KIND.get(node.kind)
         if writing and control is not None:
             handle.session = WriteSession.begin(handle.snapshot, flags, control.append_replaces)
-        fh = self._new_handle(handle)
+        fh = self.handles.add(handle)
         if node.kind in (NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE):
             return pyfuse3.FileInfo(fh=fh, keep_cache=False)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
@@ -356,12 +329,12 @@ class KgOperations(pyfuse3.Operations):
             node = self.inodes.ensure(NodeKind.INGEST_FILE, parent.owner, file_name)
         else:
             raise _eperm()
-        fh = self._new_handle(FileHandle(node))
+        fh = self.handles.add(FileHandle(node))
         return pyfuse3.FileInfo(fh=fh, direct_io=True), await self._remember(node)
 
     @handler
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        handle = self._file_handle(fh)
+        handle = self.handles.open_file(fh)
         if handle.snapshot is None or handle.node.kind in (NodeKind.SCRATCH_FILE,
                                                             NodeKind.INGEST_FILE):
             handle.snapshot = await self.tree.content(handle.node)
@@ -369,7 +342,7 @@ class KgOperations(pyfuse3.Operations):
 
     @handler
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        handle = self._file_handle(fh)
+        handle = self.handles.open_file(fh)
         node = handle.node
         if node.kind is NodeKind.SCRATCH_FILE:
             self.scratch.write(node.owner, node.name, off, buf)
@@ -396,7 +369,7 @@ class KgOperations(pyfuse3.Operations):
 
     @handler
     async def release(self, fh: int) -> None:
-        handle = self._handles.pop(fh, None)
+        handle = self.handles.pop(fh)
         if not isinstance(handle, FileHandle):
             return
         node = handle.node

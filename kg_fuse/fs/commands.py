@@ -148,7 +148,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
 def _mount_state(mountpoint: Path) -> str:
     """'mounted', 'dead' (transport endpoint not connected) or 'not mounted'."""
     try:
-        os.stat(mountpoint)
+        os.statvfs(mountpoint)  # always reaches the filesystem process (no kernel cache)
     except OSError as exc:
         if exc.errno == 107:  # ENOTCONN: the filesystem process died
             return "dead"

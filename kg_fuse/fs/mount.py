@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +38,37 @@ class MountOptions:
     debug_fuse: bool = False
 
 
-async def _watch_signals(ready: trio.Event) -> None:
+SHUTDOWN_GRACE = 1.0  # seconds handlers in flight get to finish once we are unmounting
+
+
+async def _watch_signals(ready: trio.Event, stop: Callable[[], None]) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         ready.set()
         async for signum in signals:
             log.info("received %s, unmounting", signal.Signals(signum).name)
             pyfuse3.terminate()
+            stop()
             return
+
+
+def _listed_in_mountinfo(mountpoint: str) -> bool:
+    """Whether the kernel still lists our mount, read without touching the mountpoint
+    (which would deadlock: this process is the one that answers for it)."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            field = line.split(" ")[4]
+            decoded = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+            if decoded == mountpoint:
+                return True
+    return False
+
+
+async def _watch_unmount(mountpoint: str, stop: Callable[[], None]) -> None:
+    """Notice an external ``fusermount3 -u`` even while handlers wait on the server."""
+    while await trio.to_thread.run_sync(_listed_in_mountinfo, mountpoint):
+        await trio.sleep(0.5)
+    log.info("%s was unmounted", mountpoint)
+    stop()
 
 
 async def _watch_server(service: QueryService, catalog: Catalog, interval: float) -> None:
@@ -77,12 +103,23 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
              options.connection.api_url, len(state.queries))
     try:
         async with trio.open_nursery() as nursery:
+            main_scope = trio.CancelScope()
+
+            async def cancel_in_flight() -> None:
+                await trio.sleep(SHUTDOWN_GRACE)
+                main_scope.cancel()
+
+            def stop() -> None:
+                nursery.start_soon(cancel_in_flight)
+
             ready = trio.Event()
-            nursery.start_soon(_watch_signals, ready)
+            nursery.start_soon(_watch_signals, ready, stop)
             await ready.wait()
+            nursery.start_soon(_watch_unmount, str(options.mountpoint), stop)
             nursery.start_soon(_watch_server, service, catalog, options.poll_interval)
             nursery.start_soon(ingest.run)
-            await pyfuse3.main()
+            with main_scope:
+                await pyfuse3.main()
             nursery.cancel_scope.cancel()
         await service.save_if_dirty()
     finally:

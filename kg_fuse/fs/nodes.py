@@ -1,14 +1,16 @@
 """The inode table: every name the kernel may hold, indexed by inode and by identity.
 
 Nodes are created on demand for a key such as ``(NodeKind.RESULT, query, concept_id)``;
-the same key gets the same inode while the kernel remembers it. Lookup counts follow the
-kernel's: ``forget`` bringing a count to zero frees the node, so the table stays bounded.
-A node whose object went away (``detach``) keeps answering until it is forgotten.
+the inode number is derived from the key, so the same object keeps its number. Lookup
+counts follow the kernel's: ``forget`` bringing a count to zero frees the node, so the
+table stays bounded. A node whose object went away (``detach``) keeps answering until
+it is forgotten.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 from dataclasses import dataclass, field
 
@@ -49,6 +51,7 @@ _DIRS = frozenset({NodeKind.ROOT, NodeKind.ONTOLOGY_ROOT, NodeKind.ONTOLOGY_DIR,
 
 
 NodeKey = tuple[NodeKind, str, str]
+_INODE_MASK = (1 << 63) - 1
 
 
 @dataclass(eq=False)
@@ -74,7 +77,6 @@ class InodeTable:
     def __init__(self) -> None:
         self._by_inode: dict[int, Node] = {}
         self._by_key: dict[NodeKey, Node] = {}
-        self._next_inode = pyfuse3.ROOT_INODE + 1
         self.root = self._add(pyfuse3.ROOT_INODE, NodeKind.ROOT, "", "")
 
     def __len__(self) -> int:
@@ -93,12 +95,22 @@ class InodeTable:
         return self._by_key.get((kind, owner, name))
 
     def ensure(self, kind: NodeKind, owner: str = "", name: str = "") -> Node:
-        """The node for this identity, creating it (with a fresh inode) if needed."""
+        """The node for this identity, creating it if needed."""
         node = self._by_key.get((kind, owner, name))
         if node is None:
-            node = self._add(self._next_inode, kind, owner, name)
-            self._next_inode += 1
+            node = self._add(self._free_inode((kind, owner, name)), kind, owner, name)
         return node
+
+    def _free_inode(self, key: NodeKey) -> int:
+        """An inode number derived from the identity, so the same result keeps its
+        number even after the kernel forgot it (and across remounts); on a collision with
+        a live node, the next free number."""
+        digest = hashlib.blake2b(repr((key[0].value, key[1], key[2])).encode("utf-8",
+                                 "surrogatepass"), digest_size=8).digest()
+        inode = max(int.from_bytes(digest, "big") & _INODE_MASK, pyfuse3.ROOT_INODE + 1)
+        while inode in self._by_inode:
+            inode = max((inode + 1) & _INODE_MASK, pyfuse3.ROOT_INODE + 1)
+        return inode
 
     def detach(self, kind: NodeKind, owner: str = "", name: str = "") -> Node | None:
         """The object is gone: a new one with the same identity gets a new inode; the old

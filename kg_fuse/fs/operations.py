@@ -363,9 +363,21 @@ class KgOperations(pyfuse3.Operations):
         handle.snapshot = None
         return len(buf)
 
+    async def _commit_empty(self, handle: FileHandle) -> None:
+        """``> file`` with nothing written: an empty file, committed once. On flush,
+        which close() waits for, so the change is durable when the command returns."""
+        session = handle.session
+        control = CONTROL_BY_KIND.get(handle.node.kind)
+        if session is not None and control is not None and session.commits_empty_on_release:
+            assert control.parse is not None
+            await self._commit(control, handle.node.owner, control.parse(b""))
+            session.attempted = True
+
     @handler
     async def flush(self, fh: int) -> None:
-        return None
+        handle = self.handles.file(fh)
+        if handle is not None:
+            await self._commit_empty(handle)
 
     @handler
     async def release(self, fh: int) -> None:
@@ -378,11 +390,7 @@ class KgOperations(pyfuse3.Operations):
             if pending is not None:
                 self.ingest.closed(ontology_of(node.owner), node.name, pending)
             return
-        control = CONTROL_BY_KIND.get(node.kind)
-        session = handle.session
-        if session is not None and control is not None and session.commits_empty_on_release:
-            assert control.parse is not None
-            await self._commit(control, node.owner, control.parse(b""))
+        await self._commit_empty(handle)
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

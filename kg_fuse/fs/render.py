@@ -179,7 +179,8 @@ def status_file(
         lines.append("results: not fetched")
     else:
         response = results.response
-        freshness = "stale (server unavailable)" if results.stale else "fresh"
+        stale = results.stale or problem is not None
+        freshness = "stale (server unavailable)" if stale else "fresh"
         lines += [
             f"results: {len(results.files)}",
             f"fetched: {_when(results.fetched_wall)} ({freshness})",

@@ -9,6 +9,7 @@ is unchanged.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -54,6 +55,13 @@ class ResultSet:
         self.by_concept[result.concept_id] = result
 
 
+@dataclass(frozen=True)
+class _Failure:
+    at: float
+    plan: QueryPlan
+    error: errors.KgError
+
+
 # Called with (query key, the previous set or None, the new set) after each refresh.
 RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
 # Called with the server default reported by an inheriting search.
@@ -67,15 +75,21 @@ class ResultCache:
         max_age: float,
         on_refresh: RefreshListener | None = None,
         on_default: DefaultListener | None = None,
+        retry_after: float = 5.0,
     ) -> None:
         self._client = client
         self.max_age = max_age
+        self.retry_after = retry_after
         self.on_refresh = on_refresh
         self.on_default = on_default
         self._sets: dict[str, ResultSet] = {}
         self._names: dict[str, NameRegistry] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._details: dict[str, tuple[float, ConceptDetail]] = {}
+        # Per query: concept id -> (digest of its body, mtime), so a result keeps its
+        # mtime while its content is unchanged, even if it left the listing meanwhile.
+        self._mtimes: dict[str, dict[str, tuple[bytes, int]]] = {}
+        self._failures: dict[str, _Failure] = {}
 
     def cached(self, key: str) -> ResultSet | None:
         return self._sets.get(key)
@@ -101,6 +115,12 @@ class ResultCache:
         self._sets.pop(key, None)
         self._names.pop(key, None)
         self._locks.pop(key, None)
+        self._mtimes.pop(key, None)
+        self._failures.pop(key, None)
+
+    def server_back(self) -> None:
+        """The server answered again: the next listing may try at once."""
+        self._failures.clear()
 
     def _usable(self, rs: ResultSet | None, plan: QueryPlan) -> bool:
         return (
@@ -109,38 +129,62 @@ class ResultCache:
             and trio.current_time() - rs.fetched_at < self.max_age
         )
 
+    def _recent_failure(self, key: str, plan: QueryPlan, since: float) -> errors.KgError | None:
+        failure = self._failures.get(key)
+        if failure is None or failure.plan != plan or failure.at < since:
+            return None
+        return failure.error
+
+    def _fallback(self, key: str, plan: QueryPlan, error: errors.KgError) -> ResultSet:
+        """After a failed fetch: the last listing of the same plan, marked stale, or the
+        error (a listing for other settings would be a lie)."""
+        current = self._sets.get(key)
+        if current is None or current.plan != plan:
+            raise type(error)(str(error))
+        current.stale = True
+        return current
+
     async def get(self, key: str, plan: QueryPlan) -> ResultSet:
-        """The query's results; fetched if stale. If the server fails and an earlier set
-        for the same plan exists, it is returned marked stale; otherwise the KgError
-        propagates (a listing for other settings would be a lie)."""
+        """The query's results, fetched if stale. Identical concurrent requests share one
+        fetch, and its failure: callers queued behind a failed fetch get its outcome at
+        once, and after a timeout, for ``retry_after`` seconds (or until the server is
+        back), nobody waits on another deadline. Fast failures are simply retried."""
         current = self._sets.get(key)
         if self._usable(current, plan):
             return current  # type: ignore[return-value]
+        now = trio.current_time()
+        error = self._recent_failure(key, plan, now - self.retry_after)
+        if isinstance(error, errors.ServerTimeout):  # only a stall is worth not retrying
+            return self._fallback(key, plan, error)
         lock = self._locks.setdefault(key, trio.Lock())
         async with lock:
             current = self._sets.get(key)
             if self._usable(current, plan):
                 return current  # type: ignore[return-value]
+            error = self._recent_failure(key, plan, now)
+            if error is not None:
+                return self._fallback(key, plan, error)
             try:
-                fresh = await self._fetch(key, plan, current)
+                fresh = await self._fetch(key, plan)
             except errors.KgError as exc:
-                if current is None or current.plan != plan:
-                    raise
-                log.warning("serving stale results for %r: %s", key, exc)
-                current.stale = True
-                return current
+                if current is not None and current.plan == plan:
+                    log.warning("serving stale results for %r: %s", key, exc)
+                self._failures[key] = _Failure(trio.current_time(), plan, exc)
+                return self._fallback(key, plan, exc)
+            self._failures.pop(key, None)
             if key in self._locks:  # not removed while we were fetching
                 self._sets[key] = fresh
                 if self.on_refresh is not None:
                     self.on_refresh(key, current, fresh)
             return fresh
 
-    async def _fetch(self, key: str, plan: QueryPlan, previous: ResultSet | None) -> ResultSet:
+    async def _fetch(self, key: str, plan: QueryPlan) -> ResultSet:
         outcome = await execute(self._client, plan)
         if outcome.default_seen is not None and self.on_default is not None:
             self.on_default(outcome.default_seen)
         details = await self._fetch_details([hit.concept_id for hit in outcome.hits])
         names = self._names.setdefault(key, NameRegistry())
+        mtimes = self._mtimes.setdefault(key, {})
         result_set = ResultSet(plan, outcome.primary, trio.current_time(), time.time())
         now_ns = time.time_ns()
         for hit in outcome.hits:
@@ -148,8 +192,10 @@ class ResultCache:
             if name in result_set.files:  # the server listed one concept twice
                 continue
             body = concept_markdown(hit, details.get(hit.concept_id))
-            old = previous.files.get(name) if previous else None
-            mtime = old.mtime_ns if old is not None and old.body == body else now_ns
+            digest = hashlib.blake2b(body, digest_size=16).digest()
+            seen = mtimes.get(hit.concept_id)
+            mtime = seen[1] if seen is not None and seen[0] == digest else now_ns
+            mtimes[hit.concept_id] = (digest, mtime)
             result_set.add(ResultFile(name, hit.concept_id, hit.score, body, mtime))
         log.debug("fetched %d results for %r", len(result_set.files), key)
         return result_set

@@ -66,7 +66,8 @@ class QueryService:
             client, poll_interval, state.server_default_seen, on_change=self._default_changed
         )
         self.results_cache = ResultCache(client, max_age, on_refresh=on_refresh,
-                                         on_default=self.server_default.observe)
+                                         on_default=self.server_default.observe,
+                                         retry_after=min(poll_interval, 5.0))
         self.server_error: str | None = None
         self._epoch: int | None = None
         self._save_lock = trio.Lock()
@@ -139,6 +140,7 @@ class QueryService:
             return False
         if self.server_error is not None:
             log.info("server available again")
+            self.results_cache.server_back()
         self.server_error = None
         changed = self._epoch is not None and epoch != self._epoch
         if changed:

@@ -35,7 +35,7 @@ def test_ensure_is_stable_for_the_same_key_and_distinct_otherwise():
     assert table.find(NodeKind.RESULT_FILE, "q", "c1") is a
 
 
-def test_forget_to_zero_frees_the_node_and_a_new_lookup_gets_a_new_inode():
+def test_forget_to_zero_frees_the_node_and_a_new_lookup_keeps_the_inode():
     table = InodeTable()
     node = looked_up(table, NodeKind.RESULT_FILE, "q", "c1", n=2)
     size = len(table)
@@ -46,7 +46,17 @@ def test_forget_to_zero_frees_the_node_and_a_new_lookup_gets_a_new_inode():
     assert table.get(node.inode) is None
     assert len(table) == size - 1
     again = table.ensure(NodeKind.RESULT_FILE, "q", "c1")
-    assert again.inode != node.inode
+    assert again is not node
+    assert again.inode == node.inode  # the same result keeps its number (ls -i, rsync)
+
+
+def test_a_detached_identity_recreated_while_the_kernel_holds_it_gets_another_inode():
+    table = InodeTable()
+    old = looked_up(table, NodeKind.QUERY_DIR, "q")
+    table.detach(NodeKind.QUERY_DIR, "q")  # rmdir while a shell still sits in it
+    new = table.ensure(NodeKind.QUERY_DIR, "q")  # mkdir again
+    assert new.inode != old.inode
+    assert table.get(old.inode) is old
 
 
 def test_forgetting_the_root_or_an_unknown_inode_is_harmless():

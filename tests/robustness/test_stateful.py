@@ -1,0 +1,371 @@
+"""Random sequences of what users do, checked against a reference model after every step.
+
+A Hypothesis ``RuleBasedStateMachine`` drives one real mount (against the session
+server): mkdir with odd names, rmdir, ls, cat, stat, valid and invalid writes to
+``.meta/threshold`` in several styles, reading ``.meta/query.toml``, and an operator
+changing the server's default threshold. The model is a dict of saved queries (name ->
+text and threshold) plus the server default; it is deliberately simpler than the code:
+expected outcomes of names and threshold texts are written out by hand below.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from tests.helpers.mount import Mount
+
+pytestmark = pytest.mark.mount
+
+# -- names -----------------------------------------------------------------------------
+
+# Text pieces and whether they are acceptable in a query name (besides the rules on the
+# whole name: not empty after stripping, no leading dot, at most 255 bytes).
+SAFE_PIECES = ["gzip", "zlib", "csv", "json", " ", "files", "é", "e\u0301", "日本",
+               "🙂", "\u200b", "tab-less", "a.b", "?", "#", "%", "100%", "'", '"',
+               "back\\slash", "x" * 60]
+BAD_PIECES = ["\t", "\n", "\x7f", "\x85", "\u2028", "\x01"]
+# threshold suffixes: (suffix, stored threshold or "plain" (part of the text) or None
+# (refused))
+SUFFIXES = [
+    ("@0", 0.0), ("@0.5", 0.5), ("@1", 1.0), ("@.25", 0.25), ("@0.75", 0.75),
+    ("@1.0", 1.0), ("@0.333", 0.333),
+    ("@1.5", None), ("@-0.1", None), ("@+0.5", None), ("@2", None), ("@0.5.5", None),
+    ("@1e5", None), ("@.", None),
+    ("@home", "plain"), ("@", "plain"), ("@x1", "plain"),
+]
+
+
+@dataclass(frozen=True)
+class NameCase:
+    raw: bytes
+    expect_errno: int | None  # None: created
+    text: str = ""  # the query text when created
+    threshold: float | None = None  # the typed threshold when created
+
+
+def classify(pieces: list[str], suffix: str | None, prefix_dot: bool) -> NameCase:
+    body = ("." if prefix_dot else "") + "".join(pieces)
+    threshold: float | None = None
+    text = body
+    bad = any(p in BAD_PIECES for p in pieces)
+    refused = False
+    if suffix is not None:
+        value = dict(SUFFIXES)[suffix]
+        if value is None:
+            refused = True
+        elif value == "plain":
+            text = body + suffix
+        else:
+            threshold = float(value)
+    name = body + (suffix or "")
+    raw = name.encode("utf-8")
+    if len(raw) > 255:
+        return NameCase(raw, errno.ENAMETOOLONG)
+    if prefix_dot or bad or refused or not text.strip():
+        return NameCase(raw, errno.EINVAL)
+    return NameCase(raw, None, text.strip(), threshold)
+
+
+names = st.builds(
+    classify,
+    st.lists(st.sampled_from(SAFE_PIECES * 4 + BAD_PIECES), max_size=5),
+    st.one_of(st.none(), st.none(), st.sampled_from([s for s, _ in SUFFIXES])),
+    st.integers(0, 7).map(lambda i: i == 0),  # a leading dot, now and then
+).filter(lambda case: case.raw not in (b"", b".", b".."))
+COMMON = [classify([text], suffix, False) for text, suffix in [
+    ("gzip", None), ("csv files", None), ("json", "@0.5"), ("tar archives", "@.25"),
+    ("zlib", "@0"), ("bz2", "@0.75"), ("base64", None), ("zip files", "@0.333")]]
+undecodable = st.sampled_from([b"\xff", b"gzip\xfe", b"\xc3(", b"caf\xe9"]).map(
+    lambda raw: NameCase(raw, errno.EINVAL))
+
+# -- threshold texts ---------------------------------------------------------------------
+
+VALID_VALUES = {  # text written -> stored threshold (None: inherit)
+    "0": 0.0, "0.35": 0.35, "0.5": 0.5, ".7": 0.7, "1": 1.0, "1.0": 1.0, "0.999": 0.999,
+    "  0.6  ": 0.6, "inherit": None, "default": None, "INHERIT": None, "": None,
+    "# a comment\n0.45": 0.45,
+}
+INVALID_VALUES = ["banana", "nan", "inf", "-0.1", "1.5", "0.5 0.6", "0x1", "1e5",
+                  "0.5\n0.6", "½", "0,5"]
+WRITE_STYLES = ["echo", "printf", "append", "truncate+write", "rename", "editor"]
+INVALID_STYLES = ["echo", "append", "rename"]
+DEFAULTS = [0.3, 0.5, 0.6]
+
+RESULT_NAME = re.compile(r"^[^./\x00-\x1f\x7f][^/\x00-\x1f\x7f]*\.concept\.md$")
+
+
+def last_line(path: Path) -> str:
+    return path.read_text().splitlines()[-1]
+
+
+def shown(value: float | None) -> str:
+    return "inherit" if value is None else repr(float(value))
+
+
+class MountModel(RuleBasedStateMachine):
+    """Set ``MountModel.mount`` and ``MountModel.admin`` before running."""
+
+    mount: Mount
+    admin: Any
+    original_default: float
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: dict[bytes, dict[str, Any]] = {}
+        self.default = self.original_default
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def path(self, raw: bytes, *parts: str) -> bytes:
+        out = os.path.join(os.fsencode(self.mount.mountpoint), raw)
+        for part in parts:
+            out = os.path.join(out, part.encode())
+        return out
+
+    def meta(self, raw: bytes, name: str) -> Path:
+        return Path(os.fsdecode(self.path(raw, ".meta", name)))
+
+    def effective(self, raw: bytes) -> float:
+        own = self.queries[raw]["threshold"]
+        return self.default if own is None else own
+
+    def wait_for_default(self, value: float) -> None:
+        """Until the mount has learned the server's default (it polls every 0.3 s)."""
+        probe = b"default probe"
+        os.mkdir(self.path(probe))
+        try:
+            deadline = time.monotonic() + 5
+            needle = f"# Server default: {value!r}"
+            while needle not in self.meta(probe, "threshold").read_text():
+                assert time.monotonic() < deadline, f"the mount never learned {value}"
+                time.sleep(0.05)
+        finally:
+            os.rmdir(self.path(probe))
+
+    @initialize()
+    def reset(self) -> None:
+        """Each example starts from an empty mount and the server's original default."""
+        for name in os.listdir(os.fsencode(self.mount.mountpoint)):
+            os.rmdir(os.path.join(os.fsencode(self.mount.mountpoint), name))
+        if self.admin.get_default() != self.original_default:
+            self.admin.put_default(self.original_default)
+        self.wait_for_default(self.original_default)
+
+    def some_query(self, data: st.DataObject) -> bytes:
+        return data.draw(st.sampled_from(sorted(self.queries)), label="query")
+
+    # -- rules ---------------------------------------------------------------------------
+
+    @rule(case=st.sampled_from(COMMON))
+    def mkdir_common(self, case: NameCase) -> None:
+        """Names people type: keeps a few queries around for the other rules."""
+        self.mkdir(case)
+
+    @rule(case=st.one_of(names, names, names, undecodable))
+    def mkdir(self, case: NameCase) -> None:
+        expected = case.expect_errno
+        if expected is None and case.raw in self.queries:
+            expected = errno.EEXIST
+        try:
+            os.mkdir(self.path(case.raw))
+        except OSError as exc:
+            assert exc.errno == expected, (case, exc)
+            return
+        assert expected is None, f"{case} was created, expected errno {expected}"
+        threshold = case.threshold
+        if threshold is not None:
+            # the creation probe may lower a threshold that finds nothing, but never
+            # below the server default (and to "inherit" when the default binds)
+            stored = last_line(Path(os.fsdecode(self.path(case.raw, ".meta", "threshold"))))
+            if stored != shown(threshold):
+                assert stored == "inherit" or self.default <= float(stored) < threshold, \
+                    (case, stored, self.default)
+                threshold = None if stored == "inherit" else float(stored)
+        self.queries[case.raw] = {"text": case.text, "threshold": threshold}
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data())
+    def rmdir(self, data: st.DataObject) -> None:
+        raw = self.some_query(data)
+        os.rmdir(self.path(raw))
+        del self.queries[raw]
+        assert not os.path.exists(self.path(raw))
+
+    @rule(case=names)
+    def rmdir_missing(self, case: NameCase) -> None:
+        if case.expect_errno is not None or case.raw in self.queries:
+            return
+        try:
+            os.rmdir(self.path(case.raw))
+        except OSError as exc:
+            assert exc.errno == errno.ENOENT, exc
+        else:
+            raise AssertionError(f"rmdir of a missing {case.raw!r} succeeded")
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data())
+    def ls_and_cat(self, data: st.DataObject) -> None:
+        raw = self.some_query(data)
+        directory = self.path(raw)
+        names = os.listdir(directory)
+        assert names.count(b".meta") == 1
+        files = [n for n in names if n != b".meta"]
+        floor = self.effective(raw)
+        for name in files:
+            text = os.fsdecode(name)
+            assert RESULT_NAME.match(text) and len(name) <= 255, text
+            full = os.path.join(directory, name)
+            st_ = os.stat(full)
+            assert stat.S_ISREG(st_.st_mode) and stat.S_IMODE(st_.st_mode) == 0o444
+            with open(full, "rb") as f:
+                body = f.read()
+            assert st_.st_size == len(body), text
+            score = float(re.search(rb"\nscore: ([0-9.]+)\n", body).group(1))  # type: ignore[union-attr]
+            assert score >= floor - 1e-4, (text, score, floor)
+        status = self.meta(raw, "status").read_text()
+        assert f"results: {len(files)}\n" in status, status
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data())
+    def stat_meta(self, data: st.DataObject) -> None:
+        raw = self.some_query(data)
+        assert stat.S_ISDIR(os.stat(self.path(raw)).st_mode)
+        assert stat.S_ISDIR(os.stat(self.path(raw, ".meta")).st_mode)
+        modes = {n: stat.S_IMODE(os.stat(self.meta(raw, n)).st_mode)
+                 for n in ("threshold", "query.toml", "status")}
+        assert modes == {"threshold": 0o644, "query.toml": 0o444, "status": 0o444}
+        for name in ("threshold", "query.toml", "status"):
+            path = self.meta(raw, name)
+            assert os.stat(path).st_size == len(path.read_bytes()), name
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), value=st.sampled_from(sorted(VALID_VALUES)),
+          style=st.sampled_from(WRITE_STYLES))
+    def write_threshold(self, data: st.DataObject, value: str, style: str) -> None:
+        raw = self.some_query(data)
+        self._write(raw, value, style)
+        self.queries[raw]["threshold"] = VALID_VALUES[value]
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), value=st.sampled_from(INVALID_VALUES),
+          style=st.sampled_from(INVALID_STYLES))
+    def write_invalid_threshold(self, data: st.DataObject, value: str, style: str) -> None:
+        raw = self.some_query(data)
+        with pytest.raises(OSError) as refused:
+            self._write(raw, value, style)
+        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
+        scratch = self.meta(raw, "threshold.new")
+        if scratch.exists():  # the editor's temporary file is the editor's to remove
+            scratch.unlink()
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data())
+    def truncate_threshold(self, data: st.DataObject) -> None:
+        raw = self.some_query(data)
+        os.truncate(self.meta(raw, "threshold"), 0)
+        self.queries[raw]["threshold"] = None
+
+    def _write(self, raw: bytes, value: str, style: str) -> None:
+        path = self.meta(raw, "threshold")
+        if style == "echo":
+            with open(path, "w") as f:
+                f.write(value + "\n")
+        elif style == "printf":
+            with open(path, "w") as f:
+                f.write(value)
+        elif style == "append":
+            with open(path, "a") as f:
+                f.write(value + "\n")
+        elif style == "truncate+write":  # truncate -s 0 threshold && printf V > threshold
+            os.truncate(path, 0)
+            with open(path, "w") as f:
+                f.write(value)
+        elif style == "rename":  # sed -i: write a scratch file, rename it over
+            scratch = self.meta(raw, "threshold.new")
+            scratch.write_text("# edited\n" + value + "\n")
+            os.rename(scratch, path)
+        else:  # an editor rewriting the whole file in place, comments kept
+            lines = path.read_text().splitlines()
+            text = "\n".join(lines[:-1] + [value]) + "\n"
+            with open(path, "r+") as f:
+                f.truncate(0)
+                f.write(text)
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data())
+    def read_settings(self, data: st.DataObject) -> None:
+        raw = self.some_query(data)
+        model = self.queries[raw]
+        doc = tomllib.loads(self.meta(raw, "query.toml").read_text())
+        assert doc["name"] == os.fsdecode(raw)
+        assert doc["query"] == model["text"]
+        expected = "inherit" if model["threshold"] is None else model["threshold"]
+        assert doc["threshold"] == expected
+        assert doc["effective_threshold"] == pytest.approx(self.effective(raw))
+        assert doc["server_default_last_seen"] == pytest.approx(self.default)
+        sources = (["server default"] if model["threshold"] is None
+                   else ["override", "auto-adjusted"])
+        assert doc["threshold_source"] in sources
+        text = self.meta(raw, "threshold").read_text()
+        assert text.splitlines()[-1] == shown(model["threshold"])
+        assert all(line.startswith("#") for line in text.splitlines()[:-1])
+        assert f"# Server default: {self.default!r}" in text
+
+    @precondition(lambda self: self.queries)
+    @rule(value=st.sampled_from(DEFAULTS))
+    def operator_changes_the_default(self, value: float) -> None:
+        self.admin.put_default(value)
+        self.default = value
+        self.wait_for_default(value)
+
+    # -- after every step ----------------------------------------------------------------
+
+    @invariant()
+    def root_lists_exactly_the_saved_queries(self) -> None:
+        listed = sorted(os.listdir(os.fsencode(self.mount.mountpoint)))
+        assert listed == sorted(self.queries)
+
+
+@pytest.fixture
+def model_mount(mount_factory: Any, kg_admin: Any) -> Iterator[Mount]:
+    original = kg_admin.get_default()
+    with kg_admin.default_set_to(original):
+        yield mount_factory(extra_args=["--poll-interval", "0.3"],
+                            allowed_log=[r"WARNING kg_fuse\.fs\.errors: server request failed"])
+
+
+@pytest.mark.timeout(240)
+def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any) -> None:
+    MountModel.mount = model_mount
+    MountModel.admin = kg_admin
+    MountModel.original_default = kg_admin.get_default()
+    started = time.monotonic()
+    # No shrinking: against a real mount it takes minutes; a failure is reported as the
+    # (at most 40-step) sequence that found it.
+    run_state_machine_as_test(MountModel, settings=settings(
+        max_examples=12, stateful_step_count=40, deadline=None, derandomize=True,
+        database=None, print_blob=False, phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                               HealthCheck.data_too_large]))
+    assert time.monotonic() - started < 120

@@ -19,7 +19,8 @@ What it measures (each on real mounts of a real embedded server it starts itself
 
 Options:
     --queries N        saved queries in the scale run (default 1000)
-    --results N        results per query, 1..100 (default 50)
+    --results N        results per query, written to each query's .meta/limit
+                       (default 50; the small corpus has ~345 concepts)
     --workers N        concurrent listing threads in the scale run (default 8)
     --repeat N         runs of each operation in the latency runs (default 3)
     --timeout S        the mounts' --timeout, per HTTP call (default 5, the CLI default)
@@ -132,7 +133,7 @@ def start_mount(workdir: Path, name: str, env: dict[str, str], args: list[str]) 
 
 def scale_run(server: KGServer, workdir: Path, opts: argparse.Namespace) -> list[list[str]]:
     env = {**os.environ, **server.env, "XDG_DATA_HOME": str(workdir / "data-scale")}
-    mount = start_mount(workdir, "scale", env, ["--limit", str(opts.results)])
+    mount = start_mount(workdir, "scale", env, [])
     rows: list[list[str]] = []
     try:
         assert mount.process is not None
@@ -144,6 +145,8 @@ def scale_run(server: KGServer, workdir: Path, opts: argparse.Namespace) -> list
         for name in names:
             mount.path(name).mkdir()
             mount.path(name, ".meta", "threshold").write_text("0\n")
+            if opts.results != 50:  # the default limit
+                mount.path(name, ".meta", "limit").write_text(f"{opts.results}\n")
         created = time.monotonic() - started
 
         def list_one(name: str) -> int:
@@ -165,7 +168,8 @@ def scale_run(server: KGServer, workdir: Path, opts: argparse.Namespace) -> list
             return "n/a" if kib is None else f"{kib / 1024:.1f} MiB"
 
         rows = [
-            ["queries created (mkdir + threshold 0)", f"{opts.queries}", f"{created:.1f} s"],
+            ["queries created (mkdir + write threshold)", f"{opts.queries}",
+             f"{created:.1f} s"],
             ["queries listed", f"{opts.queries} ({opts.workers} threads)", f"{listed:.1f} s"],
             ["result files listed", f"{files}", f"{short} queries short of {opts.results}"],
             ["daemon VmRSS after mount", mib(rss_start), ""],

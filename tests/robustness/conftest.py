@@ -28,6 +28,7 @@ FAULT_LOG = [
 ]
 
 RELEVANT = "compress data with gzip"
+ONTOLOGY_DIR = "ontology"  # the root's fixed directory of the server's ontologies
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +94,16 @@ def timed(fn: Callable[[], Any]) -> Outcome:
     except OSError as exc:
         return Outcome(time.monotonic() - started, error=exc)
     return Outcome(time.monotonic() - started, value=value)
+
+
+def saved_queries(mountpoint: Path) -> list[str]:
+    """The root's entries other than the fixed ``ontology/`` directory, sorted."""
+    return sorted(n for n in os.listdir(mountpoint) if n != ONTOLOGY_DIR)
+
+
+def store_queries(doc: dict[str, Any]) -> dict[str, Any]:
+    """``{query path joined by '/': threshold}`` of a parsed queries.toml."""
+    return {"/".join(q["path"]): q["threshold"] for q in doc.get("queries", [])}
 
 
 def result_names(directory: Path) -> list[str]:

@@ -117,10 +117,6 @@ def test_refetched_results_keep_their_inode_mtime_and_bytes(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a result that leaves the listing and comes back with the same content gets a "
-    "new st_mtime: ResultCache._fetch reuses an mtime only from the immediately previous "
-    "set (make/rsync then see an unchanged file as modified)"))
 def test_a_result_that_comes_back_unchanged_keeps_its_mtime(
         mount_factory: Callable[..., Mount]) -> None:
     mount = mount_factory()
@@ -140,10 +136,6 @@ def test_a_result_that_comes_back_unchanged_keeps_its_mtime(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: once the kernel forgets a result file's inode (memory pressure, drop_caches), "
-    "the next lookup gets a fresh inode number (InodeTable.ensure allocates a new one per "
-    "node), so `ls -i` / st_ino of an unchanged result changes over time"))
 def test_result_inodes_survive_the_kernel_forgetting_them(
         mount_factory: Callable[..., Mount]) -> None:
     mount = mount_factory()
@@ -164,9 +156,10 @@ def test_readdir_pages_over_a_snapshot_while_the_listing_changes(
     """One slow `ls` of a 100-entry directory reads its pages (one FUSE request per ~20
     entries) across a threshold change that replaces most of the listing: it sees the
     listing as it was when it started, each name exactly once."""
-    mount = mount_factory(extra_args=["--limit", "100"])
+    mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
+    (query / ".meta" / "limit").write_text("100\n")
     set_threshold(mount, RELEVANT, "0")
     wide = sorted(os.listdir(query))
     assert len(wide) == 101  # .meta and 100 results
@@ -193,9 +186,10 @@ def test_readdir_pages_over_a_snapshot_while_the_listing_changes(
 @pytest.mark.timeout(90)
 def test_concurrent_scans_each_see_one_whole_listing(
         mount_factory: Callable[..., Mount]) -> None:
-    mount = mount_factory(extra_args=["--limit", "100"])
+    mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
+    (query / ".meta" / "limit").write_text("100\n")
     listings = {}
     for value in ("0", "0.5"):
         set_threshold(mount, RELEVANT, value)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.mount import Mount
-from tests.robustness.conftest import kg_fuse_cli, wait_until
+from tests.robustness.conftest import kg_fuse_cli, saved_queries, store_queries, wait_until
 
 pytestmark = pytest.mark.mount
 
@@ -64,7 +64,7 @@ def load_store(data_home: Path) -> dict[str, Any]:
     if path is None:
         return {}
     doc = tomllib.loads(path.read_text(encoding="utf-8"))  # must always parse
-    return {q["name"]: q["threshold"] for q in doc.get("queries", [])}
+    return store_queries(doc)
 
 
 class Writer(threading.Thread):
@@ -171,7 +171,7 @@ def test_sigkill_mid_burst_never_loses_an_acknowledged_change(kg_server: Any,
                       ["--poll-interval", "3600"]).start()
         try:
             # the restarted mount serves exactly what the store holds
-            assert sorted(os.listdir(mountpoint)) == sorted(model), f"round {round_}"
+            assert saved_queries(mountpoint) == sorted(model), f"round {round_}"
             # every query belongs to exactly one writer: old ones round-robin, new ones
             # by prefix; writers rmdir and rewrite old queries as well as new ones
             old = sorted(model)
@@ -258,11 +258,6 @@ def test_a_corrupt_store_is_kept_aside_and_the_mount_refuses_to_start(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: `kg-fuse status` (and `unmount`) decide 'dead' from os.stat(mountpoint), which "
-    "the kernel answers from the root's cached attributes for up to 1 s (DIR_TIMEOUT) "
-    "after the daemon died; statvfs/listdir already fail with ENOTCONN, yet status "
-    "prints 'mounted' and exits 0"))
 def test_status_says_dead_right_after_the_daemon_is_killed(kg_server: Any,
                                                            tmp_path: Path) -> None:
     env = {**os.environ, **kg_server.env, "XDG_DATA_HOME": str(tmp_path / "data")}
@@ -286,11 +281,6 @@ def test_status_says_dead_right_after_the_daemon_is_killed(kg_server: Any,
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: emptying .meta/threshold (`: > threshold`, the documented way back to "
-    "inheriting) is committed in release(), which the kernel sends asynchronously after "
-    "close() returned; a SIGKILL right after the command succeeded loses the change "
-    "(flush() is synchronous and could commit it)"))
 def test_emptying_the_threshold_is_durable_once_the_command_returns(
         kg_server: Any, tmp_path: Path) -> None:
     data_home = tmp_path / "data"

@@ -19,7 +19,13 @@ import pytest
 
 from tests.helpers.faults import FaultProxy, proxy_env
 from tests.helpers.mount import Mount
-from tests.robustness.conftest import RELEVANT, kg_fuse_cli, result_names, timed
+from tests.robustness.conftest import (
+    RELEVANT,
+    kg_fuse_cli,
+    result_names,
+    saved_queries,
+    timed,
+)
 from tests.robustness.test_kill import wait_gone
 
 pytestmark = pytest.mark.mount
@@ -56,11 +62,6 @@ def test_exits_zero_within_5s_while_the_server_stalls(
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: SIGTERM/SIGINT call pyfuse3.terminate(), which stops reading requests but "
-    "pyfuse3.main() still waits for the handlers in flight; nothing cancels them, so the "
-    "exit waits for their HTTP deadlines (--timeout 10: ~10 s, and longer for calls "
-    "queued behind them)"))
 def test_exits_zero_within_5s_with_a_request_waiting_on_the_server(
         proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
     mount = proxied(timeout=10, probe_timeout=10)
@@ -158,7 +159,7 @@ def test_background_mount_needs_no_server(background: Callable[..., Any], kg_ser
     assert outcome.ok and outcome.value.returncode == 0, outcome.value
     assert outcome.seconds < 10, outcome
     (mountpoint / RELEVANT).mkdir()
-    assert os.listdir(mountpoint) == [RELEVANT]
+    assert saved_queries(mountpoint) == [RELEVANT]
     with pytest.raises(ConnectionRefusedError):
         os.listdir(mountpoint / RELEVANT)
     proxy.set_mode("pass")

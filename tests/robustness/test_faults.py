@@ -240,6 +240,8 @@ def test_failing_concept_details_still_list_results(
     proxy.set_mode("pass")
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# queued callers re-fetched in turn, the Nth waited N deadlines.
 @pytest.mark.timeout(60)
 def test_concurrent_operations_on_a_stalled_query_are_each_bounded(
         proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
@@ -264,6 +266,8 @@ def test_concurrent_operations_on_a_stalled_query_are_each_bounded(
     proxy.set_mode("pass")
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# `cat .meta/status` took 5-7 request deadlines.
 @pytest.mark.timeout(90)
 def test_status_read_is_bounded_when_the_server_stalls(
         proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
@@ -309,6 +313,8 @@ def test_revoked_token_is_replaced_once_and_the_call_retried(
     assert result_names(mount.path("csv files")) is not None  # works again, no remount
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# status said '(fresh)' next to an error line.
 @pytest.mark.timeout(60)
 def test_status_says_stale_once_the_server_is_known_to_be_down(
         proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:

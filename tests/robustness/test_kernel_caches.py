@@ -116,6 +116,8 @@ def test_refetched_results_keep_their_inode_mtime_and_bytes(
     assert all(again[n] == first[n] for n in narrower)
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# mtime reused only from the previous set.
 @pytest.mark.timeout(60)
 def test_a_result_that_comes_back_unchanged_keeps_its_mtime(
         mount_factory: Callable[..., Mount]) -> None:
@@ -135,6 +137,8 @@ def test_a_result_that_comes_back_unchanged_keeps_its_mtime(
     assert {n: again[n][1] for n in returning} == {n: first[n][1] for n in returning}
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# a forgotten result got a new inode number.
 @pytest.mark.timeout(60)
 def test_result_inodes_survive_the_kernel_forgetting_them(
         mount_factory: Callable[..., Mount]) -> None:

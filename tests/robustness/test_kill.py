@@ -257,6 +257,8 @@ def test_a_corrupt_store_is_kept_aside_and_the_mount_refuses_to_start(
     assert str(newest) in result.stderr, result.stderr
 
 
+# Regression test (a bug this suite found; fixed in bfe347c):
+# status used os.stat, answered from the kernel's cache for 1 s.
 @pytest.mark.timeout(60)
 def test_status_says_dead_right_after_the_daemon_is_killed(kg_server: Any,
                                                            tmp_path: Path) -> None:
@@ -280,6 +282,8 @@ def test_status_says_dead_right_after_the_daemon_is_killed(kg_server: Any,
         mount.kill()
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# committed in the asynchronous release().
 @pytest.mark.timeout(60)
 def test_emptying_the_threshold_is_durable_once_the_command_returns(
         kg_server: Any, tmp_path: Path) -> None:

@@ -61,6 +61,8 @@ def test_exits_zero_within_5s_while_the_server_stalls(
     assert not os.path.ismount(mount.mountpoint)
 
 
+# Regression test (a bug this suite found; fixed in c2157b9):
+# exit waited for in-flight handlers' HTTP deadlines.
 @pytest.mark.timeout(60)
 def test_exits_zero_within_5s_with_a_request_waiting_on_the_server(
         proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:

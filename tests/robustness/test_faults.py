@@ -333,8 +333,9 @@ def test_status_says_stale_once_the_server_is_known_to_be_down(
 def test_server_stopped_then_restarted_without_its_tokens(
         kg_server_clone: Callable[..., Any], mount_factory: Callable[..., Mount]) -> None:
     """The real server goes away (connection refused) and comes back having forgotten
-    every token: bounded errnos meanwhile, then fresh results with one new token and
-    no remount. (No background polling here, so only the listings use the token.)"""
+    every token, and issuing tokens that expire in 2 s: bounded errnos meanwhile, then
+    fresh results with one new token, a new one once it expired, and no remount. (No
+    background polling here, so only the listings use the token.)"""
     server = kg_server_clone()
     mount = mount_factory(
         extra_args=["--api-url", server.api_url, "--timeout", "1", "--probe-timeout", "1",
@@ -368,6 +369,7 @@ def test_server_stopped_then_restarted_without_its_tokens(
     with contextlib.closing(sqlite3.connect(server.db_path)) as db, db:
         db.execute("DELETE FROM tokens")
     issued = server.log_text().count("issued a token")
+    server.extra_args = ["--token-ttl", "2"]  # and from now on tokens expire quickly
     server.start()
     listings: dict[str, Any] = {}
 
@@ -381,8 +383,13 @@ def test_server_stopped_then_restarted_without_its_tokens(
         t.join(timeout=30)
     assert all(o.ok and o.value for o in listings.values()), listings
     assert server.log_text().count("issued a token") == issued + 1
+    time.sleep(2.5)  # the new token has expired
+    mount.path("read csv rows").mkdir()
+    assert result_names(mount.path("read csv rows"))
+    assert server.log_text().count("issued a token") == issued + 2
     assert status_lines(mount, RELEVANT)["fetched"].endswith("(fresh)")
     assert status_lines(mount, fresh[1])["effective threshold"].startswith("0.45")
     assert mount.unmount() == 0
     assert store_of(mount) == {RELEVANT: "inherit", fresh[0]: "inherit", fresh[1]: 0.45,
-                               fresh[2]: "inherit", fresh[3]: "inherit"}
+                               fresh[2]: "inherit", fresh[3]: "inherit",
+                               "read csv rows": "inherit"}

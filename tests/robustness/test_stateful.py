@@ -116,6 +116,14 @@ ONTOLOGY = b"ontology"  # the root's fixed directory of the server's ontologies
 RESULT_NAME = re.compile(r"^[^./\x00-\x1f\x7f][^/\x00-\x1f\x7f]*\.concept\.md$")
 
 
+VALID_LIMITS = {"1": 1, "5": 5, "20": 20, "100": 100, "default": None, "": None,
+                "# how many\n30": 30}
+INVALID_LIMITS = ["0", "1001", "2.5", "-1", "ten", "1 2", "+5", "0x10"]
+MAX_DEPTH = 3  # a query, a nested query and one nested in that
+
+QueryPath = tuple[bytes, ...]
+
+
 def last_line(path: Path) -> str:
     return path.read_text().splitlines()[-1]
 
@@ -125,7 +133,11 @@ def shown(value: float | None) -> str:
 
 
 class MountModel(RuleBasedStateMachine):
-    """Set ``MountModel.mount`` and ``MountModel.admin`` before running."""
+    """Set ``MountModel.mount`` and ``MountModel.admin`` before running.
+
+    The model: ``queries`` maps a query's path (its directory names from the root, as
+    bytes; nested queries have longer paths) to its text, threshold and limit.
+    """
 
     mount: Mount
     admin: Any
@@ -133,27 +145,33 @@ class MountModel(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.queries: dict[bytes, dict[str, Any]] = {}
+        self.queries: dict[QueryPath, dict[str, Any]] = {}
         self.default = self.original_default
 
     # -- helpers -------------------------------------------------------------------------
 
-    def path(self, raw: bytes, *parts: str) -> bytes:
-        out = os.path.join(os.fsencode(self.mount.mountpoint), raw)
+    def path(self, query: QueryPath, *parts: str) -> bytes:
+        out = os.fsencode(self.mount.mountpoint)
+        for raw in query:
+            out = os.path.join(out, raw)
         for part in parts:
             out = os.path.join(out, part.encode())
         return out
 
-    def meta(self, raw: bytes, name: str) -> Path:
-        return Path(os.fsdecode(self.path(raw, ".meta", name)))
+    def meta(self, query: QueryPath, name: str) -> Path:
+        return Path(os.fsdecode(self.path(query, ".meta", name)))
 
-    def effective(self, raw: bytes) -> float:
-        own = self.queries[raw]["threshold"]
+    def effective(self, query: QueryPath) -> float:
+        own = self.queries[query]["threshold"]
         return self.default if own is None else own
+
+    def children(self, query: QueryPath) -> set[bytes]:
+        return {p[-1] for p in self.queries if len(p) == len(query) + 1
+                and p[:len(query)] == query}
 
     def wait_for_default(self, value: float) -> None:
         """Until the mount has learned the server's default (it polls every 0.3 s)."""
-        probe = b"default probe"
+        probe = (b"default probe",)
         os.mkdir(self.path(probe))
         try:
             deadline = time.monotonic() + 5
@@ -167,31 +185,30 @@ class MountModel(RuleBasedStateMachine):
     @initialize()
     def reset(self) -> None:
         """Each example starts from an empty mount and the server's original default."""
-        for name in os.listdir(os.fsencode(self.mount.mountpoint)):
-            if name == ONTOLOGY:
-                continue
-            os.rmdir(os.path.join(os.fsencode(self.mount.mountpoint), name))
+        def remove(directory: bytes) -> None:
+            for name in os.listdir(directory):
+                child = os.path.join(directory, name)
+                if name != b".meta" and os.path.isdir(child):
+                    remove(child)
+            os.rmdir(directory)
+
+        root = os.fsencode(self.mount.mountpoint)
+        for name in os.listdir(root):
+            if name != ONTOLOGY:
+                remove(os.path.join(root, name))
         if self.admin.get_default() != self.original_default:
             self.admin.put_default(self.original_default)
         self.wait_for_default(self.original_default)
 
-    def some_query(self, data: st.DataObject) -> bytes:
+    def some_query(self, data: st.DataObject) -> QueryPath:
         return data.draw(st.sampled_from(sorted(self.queries)), label="query")
 
-    # -- rules ---------------------------------------------------------------------------
-
-    @rule(case=st.sampled_from(COMMON))
-    def mkdir_common(self, case: NameCase) -> None:
-        """Names people type: keeps a few queries around for the other rules."""
-        self.mkdir(case)
-
-    @rule(case=st.one_of(names, names, names, undecodable))
-    def mkdir(self, case: NameCase) -> None:
+    def create(self, query: QueryPath, case: NameCase) -> None:
         expected = case.expect_errno
-        if expected is None and case.raw in self.queries:
+        if expected is None and query in self.queries:
             expected = errno.EEXIST
         try:
-            os.mkdir(self.path(case.raw))
+            os.mkdir(self.path(query))
         except OSError as exc:
             assert exc.errno == expected, (case, exc)
             return
@@ -200,27 +217,50 @@ class MountModel(RuleBasedStateMachine):
         if threshold is not None:
             # the creation probe may lower a threshold that finds nothing, but never
             # below the server default (and to "inherit" when the default binds)
-            stored = last_line(Path(os.fsdecode(self.path(case.raw, ".meta", "threshold"))))
+            stored = last_line(self.meta(query, "threshold"))
             if stored != shown(threshold):
                 assert stored == "inherit" or self.default <= float(stored) < threshold, \
                     (case, stored, self.default)
                 threshold = None if stored == "inherit" else float(stored)
-        self.queries[case.raw] = {"text": case.text, "threshold": threshold}
+        self.queries[query] = {"text": case.text, "threshold": threshold, "limit": None}
+
+    # -- rules ---------------------------------------------------------------------------
+
+    @rule(case=st.sampled_from(COMMON))
+    def mkdir_common(self, case: NameCase) -> None:
+        """Names people type: keeps a few queries around for the other rules."""
+        self.create((case.raw,), case)
+
+    @rule(case=st.one_of(names, names, names, undecodable))
+    def mkdir(self, case: NameCase) -> None:
+        self.create((case.raw,), case)
+
+    @precondition(lambda self: any(len(p) < MAX_DEPTH for p in self.queries))
+    @rule(data=st.data(), case=st.one_of(st.sampled_from(COMMON), names))
+    def mkdir_nested(self, data: st.DataObject, case: NameCase) -> None:
+        parent = data.draw(st.sampled_from(sorted(p for p in self.queries
+                                                  if len(p) < MAX_DEPTH)), label="parent")
+        self.create((*parent, case.raw), case)
 
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def rmdir(self, data: st.DataObject) -> None:
-        raw = self.some_query(data)
-        os.rmdir(self.path(raw))
-        del self.queries[raw]
-        assert not os.path.exists(self.path(raw))
+        query = self.some_query(data)
+        if self.children(query):
+            with pytest.raises(OSError) as refused:
+                os.rmdir(self.path(query))
+            assert refused.value.errno == errno.ENOTEMPTY, refused.value
+            return
+        os.rmdir(self.path(query))
+        del self.queries[query]
+        assert not os.path.exists(self.path(query))
 
     @rule(case=names)
     def rmdir_missing(self, case: NameCase) -> None:
-        if case.expect_errno is not None or case.raw in self.queries:
+        if case.expect_errno is not None or (case.raw,) in self.queries:
             return
         try:
-            os.rmdir(self.path(case.raw))
+            os.rmdir(self.path((case.raw,)))
         except OSError as exc:
             assert exc.errno == errno.ENOENT, exc
         else:
@@ -229,12 +269,18 @@ class MountModel(RuleBasedStateMachine):
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def ls_and_cat(self, data: st.DataObject) -> None:
-        raw = self.some_query(data)
-        directory = self.path(raw)
+        query = self.some_query(data)
+        directory = self.path(query)
         names = os.listdir(directory)
         assert names.count(b".meta") == 1
-        files = [n for n in names if n != b".meta"]
-        floor = self.effective(raw)
+        subdirs = {n for n in names if n != b".meta" and os.path.isdir(
+            os.path.join(directory, n))}
+        assert subdirs == self.children(query)
+        files = [n for n in names if n != b".meta" and n not in subdirs]
+        # every level's own threshold must be passed; the score is the lowest of them
+        floor = min(self.effective(query[:i]) for i in range(1, len(query) + 1))
+        limit = self.queries[query]["limit"] or 50
+        assert len(files) <= limit, (len(files), limit)
         for name in files:
             text = os.fsdecode(name)
             assert RESULT_NAME.match(text) and len(name) <= 255, text
@@ -246,51 +292,75 @@ class MountModel(RuleBasedStateMachine):
             assert st_.st_size == len(body), text
             score = float(re.search(rb"\nscore: ([0-9.]+)\n", body).group(1))  # type: ignore[union-attr]
             assert score >= floor - 1e-4, (text, score, floor)
-        status = self.meta(raw, "status").read_text()
+        status = self.meta(query, "status").read_text()
         assert f"results: {len(files)}\n" in status, status
 
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def stat_meta(self, data: st.DataObject) -> None:
-        raw = self.some_query(data)
-        assert stat.S_ISDIR(os.stat(self.path(raw)).st_mode)
-        assert stat.S_ISDIR(os.stat(self.path(raw, ".meta")).st_mode)
-        modes = {n: stat.S_IMODE(os.stat(self.meta(raw, n)).st_mode)
-                 for n in ("threshold", "query.toml", "status")}
-        assert modes == {"threshold": 0o644, "query.toml": 0o444, "status": 0o444}
-        for name in ("threshold", "query.toml", "status"):
-            path = self.meta(raw, name)
+        query = self.some_query(data)
+        assert stat.S_ISDIR(os.stat(self.path(query)).st_mode)
+        assert stat.S_ISDIR(os.stat(self.path(query, ".meta")).st_mode)
+        modes = {n: stat.S_IMODE(os.stat(self.meta(query, n)).st_mode)
+                 for n in ("threshold", "limit", "query.toml", "status")}
+        assert modes == {"threshold": 0o644, "limit": 0o644, "query.toml": 0o444,
+                         "status": 0o444}
+        for name in ("threshold", "limit", "query.toml", "status"):
+            path = self.meta(query, name)
             assert os.stat(path).st_size == len(path.read_bytes()), name
 
     @precondition(lambda self: self.queries)
     @rule(data=st.data(), value=st.sampled_from(sorted(VALID_VALUES)),
           style=st.sampled_from(WRITE_STYLES))
     def write_threshold(self, data: st.DataObject, value: str, style: str) -> None:
-        raw = self.some_query(data)
-        self._write(raw, value, style)
-        self.queries[raw]["threshold"] = VALID_VALUES[value]
+        query = self.some_query(data)
+        self._write(query, "threshold", value, style)
+        self.queries[query]["threshold"] = VALID_VALUES[value]
 
     @precondition(lambda self: self.queries)
     @rule(data=st.data(), value=st.sampled_from(INVALID_VALUES),
           style=st.sampled_from(INVALID_STYLES))
     def write_invalid_threshold(self, data: st.DataObject, value: str, style: str) -> None:
-        raw = self.some_query(data)
+        query = self.some_query(data)
         with pytest.raises(OSError) as refused:
-            self._write(raw, value, style)
+            self._write(query, "threshold", value, style)
         assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
-        scratch = self.meta(raw, "threshold.new")
-        if scratch.exists():  # the editor's temporary file is the editor's to remove
-            scratch.unlink()
+        self._drop_scratch(query, "threshold")
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), value=st.sampled_from(sorted(VALID_LIMITS)),
+          style=st.sampled_from(["echo", "printf", "rename", "editor"]))
+    def write_limit(self, data: st.DataObject, value: str, style: str) -> None:
+        query = self.some_query(data)
+        self._write(query, "limit", value, style)
+        self.queries[query]["limit"] = VALID_LIMITS[value]
+        shown_limit = self.queries[query]["limit"] or "default"
+        assert last_line(self.meta(query, "limit")) == str(shown_limit)
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), value=st.sampled_from(INVALID_LIMITS),
+          style=st.sampled_from(INVALID_STYLES))
+    def write_invalid_limit(self, data: st.DataObject, value: str, style: str) -> None:
+        query = self.some_query(data)
+        with pytest.raises(OSError) as refused:
+            self._write(query, "limit", value, style)
+        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
+        self._drop_scratch(query, "limit")
 
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def truncate_threshold(self, data: st.DataObject) -> None:
-        raw = self.some_query(data)
-        os.truncate(self.meta(raw, "threshold"), 0)
-        self.queries[raw]["threshold"] = None
+        query = self.some_query(data)
+        os.truncate(self.meta(query, "threshold"), 0)
+        self.queries[query]["threshold"] = None
 
-    def _write(self, raw: bytes, value: str, style: str) -> None:
-        path = self.meta(raw, "threshold")
+    def _drop_scratch(self, query: QueryPath, control: str) -> None:
+        scratch = self.meta(query, control + ".new")
+        if scratch.exists():  # the editor's temporary file is the editor's to remove
+            scratch.unlink()
+
+    def _write(self, query: QueryPath, control: str, value: str, style: str) -> None:
+        path = self.meta(query, control)
         if style == "echo":
             with open(path, "w") as f:
                 f.write(value + "\n")
@@ -305,7 +375,7 @@ class MountModel(RuleBasedStateMachine):
             with open(path, "w") as f:
                 f.write(value)
         elif style == "rename":  # sed -i: write a scratch file, rename it over
-            scratch = self.meta(raw, "threshold.new")
+            scratch = self.meta(query, control + ".new")
             scratch.write_text("# edited\n" + value + "\n")
             os.rename(scratch, path)
         else:  # an editor rewriting the whole file in place, comments kept
@@ -318,19 +388,24 @@ class MountModel(RuleBasedStateMachine):
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def read_settings(self, data: st.DataObject) -> None:
-        raw = self.some_query(data)
-        model = self.queries[raw]
-        doc = tomllib.loads(self.meta(raw, "query.toml").read_text())
-        assert doc["name"] == os.fsdecode(raw)
+        query = self.some_query(data)
+        model = self.queries[query]
+        doc = tomllib.loads(self.meta(query, "query.toml").read_text())
+        assert doc["name"] == os.fsdecode(query[-1])
         assert doc["query"] == model["text"]
         expected = "inherit" if model["threshold"] is None else model["threshold"]
         assert doc["threshold"] == expected
-        assert doc["effective_threshold"] == pytest.approx(self.effective(raw))
+        assert doc["effective_threshold"] == pytest.approx(self.effective(query))
         assert doc["server_default_last_seen"] == pytest.approx(self.default)
         sources = (["server default"] if model["threshold"] is None
                    else ["override", "auto-adjusted"])
         assert doc["threshold_source"] in sources
-        text = self.meta(raw, "threshold").read_text()
+        assert doc["limit"] == (model["limit"] or 50)
+        if len(query) > 1:
+            assert doc["parent"] == "/".join(os.fsdecode(p) for p in query[:-1])
+        else:
+            assert "parent" not in doc
+        text = self.meta(query, "threshold").read_text()
         assert text.splitlines()[-1] == shown(model["threshold"])
         assert all(line.startswith("#") for line in text.splitlines()[:-1])
         assert f"# Server default: {self.default!r}" in text
@@ -348,7 +423,7 @@ class MountModel(RuleBasedStateMachine):
     def root_lists_exactly_the_saved_queries(self) -> None:
         listed = sorted(n for n in os.listdir(os.fsencode(self.mount.mountpoint))
                         if n != ONTOLOGY)
-        assert listed == sorted(self.queries)
+        assert listed == sorted(p[0] for p in self.queries if len(p) == 1)
 
 
 @pytest.fixture

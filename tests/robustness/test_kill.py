@@ -5,6 +5,7 @@ kept aside and the mount refuses to start, saying where it is."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
@@ -20,36 +21,42 @@ from typing import Any
 import pytest
 
 from tests.helpers.mount import Mount
-from tests.robustness.conftest import kg_fuse_cli, saved_queries, store_queries, wait_until
+from tests.robustness.conftest import kg_fuse_cli, saved_queries, wait_until
 
 pytestmark = pytest.mark.mount
 
 ROUNDS = 15
 WRITERS = 3
 THRESHOLDS = ["0.1", "0.25", "0.5", "0.55", "0.7", "0.85", "1", "inherit", ""]
+LIMITS = ["1", "7", "20", "100", "default"]
 # errnos a system call may get when the daemon dies under it
 DEATH = {errno.ENOTCONN, errno.ECONNABORTED, errno.EIO, errno.ENOENT}
 
 
 @dataclass
 class Op:
-    kind: str  # "mkdir", "rmdir", "threshold"
-    name: str
-    value: Any = None  # the threshold as stored: "inherit" or a float
+    kind: str  # "mkdir" (also nested: "parent/child"), "rmdir", "threshold", "limit"
+    name: str  # the query's path from the root, joined by "/"
+    value: Any = None  # what the store will hold: "inherit" or a float; a limit or None
 
     def apply(self, state: dict[str, Any]) -> dict[str, Any]:
+        """State: {query path: (threshold, limit)} as the store holds them."""
         state = dict(state)
         if self.kind == "mkdir":
-            state[self.name] = self.value
+            state[self.name] = (self.value, None)
         elif self.kind == "rmdir":
             state.pop(self.name, None)
+        elif self.kind == "threshold":
+            state[self.name] = (self.value, state[self.name][1])
         else:
-            state[self.name] = self.value
+            state[self.name] = (state[self.name][0], self.value)
         return state
 
 
-def stored_value(text: str) -> Any:
-    """What writing ``text`` to .meta/threshold stores."""
+def stored_value(kind: str, text: str) -> Any:
+    """What writing ``text`` to .meta/threshold or .meta/limit stores."""
+    if kind == "limit":
+        return None if text == "default" else int(text)
     return "inherit" if text in ("inherit", "") else float(text)
 
 
@@ -64,7 +71,8 @@ def load_store(data_home: Path) -> dict[str, Any]:
     if path is None:
         return {}
     doc = tomllib.loads(path.read_text(encoding="utf-8"))  # must always parse
-    return store_queries(doc)
+    return {"/".join(q["path"]): (q["threshold"], q.get("limit"))
+            for q in doc.get("queries", [])}
 
 
 class Writer(threading.Thread):
@@ -86,28 +94,34 @@ class Writer(threading.Thread):
     def next_op(self) -> Op:
         names = sorted(self.state)
         roll = self.rng.random()
-        if not names or roll < 0.4:
+        if not names or roll < 0.3:
             self.counter += 1
             name = f"{self.prefix}{self.counter}"
             if self.rng.random() < 0.2:
                 return Op("mkdir", name + "@0", 0.0)  # probes the server at creation
             return Op("mkdir", name, "inherit")
+        if roll < 0.4:  # a nested query in one of this writer's queries
+            self.counter += 1
+            parent = self.rng.choice([n for n in names if n.count("/") < 2])
+            return Op("mkdir", f"{parent}/{self.prefix}{self.counter}", "inherit")
+        if roll < 0.55:  # only a query without nested ones can go
+            return Op("rmdir", self.rng.choice([n for n in names if not any(
+                m.startswith(n + "/") for m in names)]))
         name = self.rng.choice(names)
-        if roll < 0.55:
-            return Op("rmdir", name)
-        text = self.rng.choice(THRESHOLDS)
-        return Op("threshold", name, text)
+        if roll < 0.7:
+            return Op("limit", name, self.rng.choice(LIMITS))
+        return Op("threshold", name, self.rng.choice(THRESHOLDS))
 
     def perform(self, op: Op) -> None:
-        path = self.mount.path(op.name)
+        path = self.mount.path(*op.name.split("/"))
         if op.kind == "mkdir":
             os.mkdir(path)
         elif op.kind == "rmdir":
             os.rmdir(path)
         elif op.value == "":  # truncate(1): a synchronous setattr, back to inheriting
-            os.truncate(path / ".meta" / "threshold", 0)
+            os.truncate(path / ".meta" / op.kind, 0)
         else:  # echo VALUE > threshold: acknowledged when write() returns
-            fd = os.open(path / ".meta" / "threshold", os.O_WRONLY | os.O_TRUNC)
+            fd = os.open(path / ".meta" / op.kind, os.O_WRONLY | os.O_TRUNC)
             try:
                 os.write(fd, op.value.encode() + b"\n")
             finally:
@@ -123,11 +137,11 @@ class Writer(threading.Thread):
             except OSError as exc:
                 if exc.errno not in DEATH:
                     self.unexpected.append(f"{op}: {exc!r}")
-                if op.kind == "threshold":
-                    op.value = stored_value(op.value)
+                if op.kind in ("threshold", "limit"):
+                    op.value = stored_value(op.kind, op.value)
                 return  # the daemon is gone: this op stays in flight
-            if op.kind == "threshold":
-                op.value = stored_value(op.value)
+            if op.kind in ("threshold", "limit"):
+                op.value = stored_value(op.kind, op.value)
             self.in_flight = None
             self.acked.append(op)
             self.state = op.apply(self.state)
@@ -166,17 +180,20 @@ def test_sigkill_mid_burst_never_loses_an_acknowledged_change(kg_server: Any,
     rng = random.Random(20240611)
     model: dict[str, Any] = {}
     acknowledged = 0
+    kinds: collections.Counter[str] = collections.Counter()
     for round_ in range(ROUNDS):
         mount = Mount(mountpoint, env, tmp_path / f"kg-fuse-{round_}.log",
                       ["--poll-interval", "3600"]).start()
         try:
             # the restarted mount serves exactly what the store holds
-            assert saved_queries(mountpoint) == sorted(model), f"round {round_}"
+            assert saved_queries(mountpoint) == sorted(k for k in model if "/" not in k), \
+                f"round {round_}"
             # every query belongs to exactly one writer: old ones round-robin, new ones
             # by prefix; writers rmdir and rewrite old queries as well as new ones
-            old = sorted(model)
+            tops = sorted({k.split("/")[0] for k in model})
             writers = [
-                Writer(mount, f"r{round_}w{w}-", {k: model[k] for k in old[w::WRITERS]},
+                Writer(mount, f"r{round_}w{w}-",
+                       {k: v for k, v in model.items() if k.split("/")[0] in tops[w::WRITERS]},
                        seed=rng.randrange(1 << 30))
                 for w in range(WRITERS)
             ]
@@ -209,7 +226,7 @@ def test_sigkill_mid_burst_never_loses_an_acknowledged_change(kg_server: Any,
         covered: set[str] = set()
         for w, wr in enumerate(writers):
             keys = set(wr.initial) | set(wr.state) | {k for k in stored
-                                                      if k.startswith(wr.prefix)}
+                                                      if k.split("/")[-1].startswith(wr.prefix)}
             if wr.in_flight is not None:
                 keys.add(wr.in_flight.name)
             covered |= keys
@@ -218,9 +235,12 @@ def test_sigkill_mid_burst_never_loses_an_acknowledged_change(kg_server: Any,
                 f"round {round_} writer {w}: on disk {mine}, acknowledged {wr.state}, "
                 f"in flight {wr.in_flight}")
             acknowledged += len(wr.acked)
+            kinds.update(("nested " if "/" in op.name else "") + op.kind for op in wr.acked)
         assert set(stored) <= covered, f"round {round_}: strays {set(stored) - covered}"
         model = stored
     assert acknowledged > ROUNDS * 5, f"only {acknowledged} changes were acknowledged"
+    assert all(kinds[k] for k in ("mkdir", "nested mkdir", "rmdir", "threshold", "limit",
+                                  "nested threshold")), kinds
 
 
 def test_a_corrupt_store_is_kept_aside_and_the_mount_refuses_to_start(
@@ -304,6 +324,6 @@ def test_emptying_the_threshold_is_durable_once_the_command_returns(
             mount.process.wait(timeout=10)
         finally:
             mount.kill()
-        if load_store(data_home).get(f"gzip {attempt}") != "inherit":
+        if load_store(data_home).get(f"gzip {attempt}", (None,))[0] != "inherit":
             lost.append(attempt)
     assert not lost, f"acknowledged `: > threshold` lost in attempts {lost}"

@@ -5,7 +5,8 @@ no quadratic copying) and uploaded ``delay`` seconds after its last close, so th
 immediate ``rm`` cancels it and an immediate ``mv`` to another ontology's ``ingest/``
 uploads it there. Editors' temporary names are never uploaded. While the server works on
 it, ``<name>.ingesting`` shows the job; it disappears when the job completes (a failed
-job stays, showing its error, until removed).
+job stays, showing its error, until removed). A file stays in ``ingest/`` until the
+server accepted it: while the server is unreachable the upload is retried.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kg_fuse.client.api import KgApiClient
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # larger files fail with EFBIG
+RETRY_AFTER = 2.0  # seconds between upload attempts while the server is unreachable
 JOB_SUFFIX = ".ingesting"
 _TEMPORARY = re.compile(r"^\.|~$|\.sw[a-p]$|\.tmp$|^#.*#$|^4913$|\.part$|\.crdownload$")
 
@@ -128,6 +130,9 @@ class IngestBox:
         """``rm``: a pending file is cancelled; a finished job's file is dismissed."""
         if self.files.pop((ontology, name), None) is not None:
             log.info("ingest of %r into %r cancelled", name, ontology)
+            job = self.jobs.get((ontology, name))
+            if job is not None and job.job_id is None:  # never reached the server
+                del self.jobs[(ontology, name)]
             return
         job = self.job(ontology, name)
         if job is None:
@@ -153,8 +158,8 @@ class IngestBox:
             now = trio.current_time()
             for key, pending in list(self.files.items()):
                 if pending.upload_at is not None and pending.upload_at <= now:
-                    del self.files[key]
-                    await self._upload(key, bytes(pending.data))
+                    pending.upload_at = None
+                    await self._upload(key, pending)
             for job in list(self.jobs.values()):
                 if job.job_id is not None and job.status not in ("failed", "cancelled"):
                     await self._follow(job)
@@ -162,15 +167,26 @@ class IngestBox:
             with trio.move_on_after(0.5):
                 await self._wake.wait()
 
-    async def _upload(self, key: Key, data: bytes) -> None:
+    async def _upload(self, key: Key, pending: PendingFile) -> None:
+        """Upload one file. It leaves ``ingest/`` only once the server accepted it: if
+        the server cannot be reached it stays, and the upload is retried."""
         ontology, name = key
         job = self.jobs[key] = Job(ontology, name)
         try:
-            receipt = await self._client.ingest(ontology, name, data)
-        except errors.KgError as exc:
-            log.warning("upload of %r into %r failed: %s", name, ontology, exc)
-            job.status, job.error = "failed", str(exc)
+            receipt = await self._client.ingest(ontology, name, bytes(pending.data))
+        except (errors.ServerUnreachable, errors.ServerTimeout, errors.ServerFault) as exc:
+            log.warning("upload of %r into %r failed, retrying in %gs: %s", name, ontology,
+                        RETRY_AFTER, exc)
+            job.status, job.error = "waiting for the server", str(exc)
+            if self.files.get(key) is pending and pending.upload_at is None:
+                pending.upload_at = trio.current_time() + RETRY_AFTER
             return
+        except errors.KgError as exc:
+            log.warning("upload of %r into %r refused: %s", name, ontology, exc)
+            job.status, job.error = "failed", str(exc)  # the file stays, for the user
+            return
+        if self.files.get(key) is pending:
+            del self.files[key]
         job.job_id = receipt.job_id or receipt.duplicate_of
         job.status = receipt.status or "pending"
         log.info("uploaded %r into %r: job %s", name, ontology, job.job_id)

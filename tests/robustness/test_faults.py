@@ -187,11 +187,6 @@ def test_the_whole_tree_under_a_misbehaving_server(
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a file dropped into ontology/<X>/ingest/ while the server is unreachable is "
-    "discarded when its upload fails: IngestBox.run removes the buffered file before "
-    "uploading and _upload keeps only a 'failed' job file; nothing retries when the "
-    "server is back, and after `mv` into ingest/ the only copy is gone"))
 def test_a_file_dropped_for_ingest_while_the_server_is_down_is_not_lost(
         kg_server_clone: Callable[..., Any], mount_factory: Callable[..., Mount]) -> None:
     server = kg_server_clone()  # this test adds a document: not the shared server

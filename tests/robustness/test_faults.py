@@ -186,6 +186,8 @@ def test_the_whole_tree_under_a_misbehaving_server(
     assert gzip["limit"] == 20 and gzip["exclude"] == ["bz2"]
 
 
+# Regression test (a bug this suite found; fixed in 6621f55):
+# a failed upload discarded the dropped file, with no retry.
 @pytest.mark.timeout(120)
 def test_a_file_dropped_for_ingest_while_the_server_is_down_is_not_lost(
         kg_server_clone: Callable[..., Any], mount_factory: Callable[..., Mount]) -> None:

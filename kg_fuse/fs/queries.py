@@ -228,6 +228,9 @@ class QueryStore:
 
     def load(self) -> StoreState:
         with self._locked():
+            # Under the lock nobody is mid-write: a temporary file is a crash's leftover.
+            for leftover in self.directory.glob(".queries.toml.*.tmp"):
+                leftover.unlink(missing_ok=True)
             try:
                 return loads_state(self.path.read_text(encoding="utf-8"))
             except FileNotFoundError:

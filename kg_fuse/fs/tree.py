@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 
 import pyfuse3
+import trio
 
 from kg_fuse.client.errors import KgError
 from kg_fuse.fs.catalog import Catalog
@@ -164,13 +165,20 @@ class Tree:
         if node.kind not in CONTROL_BY_KIND:
             return
         query = self.query(node)
-        await self.service.current_default()
-        if node.kind is NodeKind.STATUS_FILE:
+        if node.kind is not NodeKind.STATUS_FILE:
+            await self.service.current_default()
+            return
+
+        async def fetch() -> None:
             try:
                 await self.service.results(query)
                 self.fetch_errors.pop(query.key, None)
             except KgError as exc:
                 self.fetch_errors[query.key] = str(exc)
+
+        async with trio.open_nursery() as nursery:  # both deadlines run side by side
+            nursery.start_soon(self.service.current_default)
+            nursery.start_soon(fetch)
 
     async def content(self, node: Node) -> bytes:
         """A file's current bytes (a result that left the listing keeps its last ones)."""

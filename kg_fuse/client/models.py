@@ -123,6 +123,7 @@ class ConceptDetail:
     ontologies: tuple[str, ...]
     evidence: tuple[Evidence, ...]
     relationships: tuple[Relationship, ...]
+    signature: str = ""  # extension field; empty when the server does not send it
 
     @classmethod
     def parse(cls, raw: Any) -> ConceptDetail:
@@ -160,6 +161,7 @@ class ConceptDetail:
             ontologies=_strings(body.get("documents"), where),
             evidence=tuple(evidence),
             relationships=tuple(relationships),
+            signature=clean_text(sig) if isinstance(sig := body.get("signature"), str) else "",
         )
 
 

@@ -57,6 +57,8 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
         f"# {_one_line(hit.label)}",
         "",
     ]
+    if detail is not None and detail.signature.strip():
+        lines += ["```", _one_line(detail.signature), "```", ""]
     description = (detail.description if detail else "") or hit.description
     lines += [description.strip() or "_No description._", ""]
     if detail is None:

@@ -129,9 +129,10 @@ def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: s
         )
     for concept in doc.concepts:
         cur = conn.execute(
-            "INSERT OR IGNORE INTO concepts(id, label, description, search_terms, created_at)"
-            " VALUES (?, ?, ?, ?, strftime('%s','now'))",
-            (concept.id, concept.label, concept.description, json.dumps([concept.label])),
+            "INSERT OR IGNORE INTO concepts(id, label, description, search_terms, created_at,"
+            " signature, examples) VALUES (?, ?, ?, ?, strftime('%s','now'), ?, ?)",
+            (concept.id, concept.label, concept.description, json.dumps([concept.label]),
+             concept.signature, concept.examples),
         )
         if cur.rowcount:
             created.append(concept.id)

@@ -79,8 +79,8 @@ async def search(body: SearchRequest, ctx: Ctx, _user: User) -> SearchResponse:
 
 def _concept_details(graph: KnowledgeGraph, concept_id: str) -> ConceptDetailsResponse:
     store = graph.store
-    row = store.query_one("SELECT id, label, description, search_terms FROM concepts "
-                          "WHERE id = ?", (concept_id,))
+    row = store.query_one("SELECT id, label, description, search_terms, signature "
+                          "FROM concepts WHERE id = ?", (concept_id,))
     if row is None:
         raise HTTPException(status_code=404, detail=f"Concept '{concept_id}' not found")
     relationships = [
@@ -113,6 +113,7 @@ def _concept_details(graph: KnowledgeGraph, concept_id: str) -> ConceptDetailsRe
         instances=[ConceptInstance(**i) for i in graph.instances(concept_id)],
         relationships=relationships,
         provenance=ConceptProvenance(documents=provenance_docs),
+        signature=row["signature"] or None,
     )
 
 

@@ -144,6 +144,9 @@ class ConceptDetailsResponse(BaseModel):
     diversity_related_count: int | None = None
     authenticated_diversity: float | None = None
     provenance: ConceptProvenance | None = None
+    #: Extension (not in the platform contract): how the concept is called, e.g.
+    #: ``sqrt(x, /)`` for a built-in corpus API; null for prose concepts.
+    signature: str | None = None
 
 
 # -- catalog / ontology / documents -----------------------------------------------------------

@@ -58,7 +58,9 @@ CREATE TABLE IF NOT EXISTS concepts (
     label TEXT NOT NULL,
     description TEXT NOT NULL DEFAULT '',
     search_terms TEXT NOT NULL DEFAULT '[]',
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    signature TEXT NOT NULL DEFAULT '',
+    examples TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS instances (
     id INTEGER PRIMARY KEY,
@@ -116,6 +118,13 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_hash ON jobs(content_hash);
 """
 
+#: Columns added after the first release: (name, declaration) per table, applied with
+#: ALTER TABLE when an existing store lacks them.
+ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "concepts": (("signature", "TEXT NOT NULL DEFAULT ''"),
+                 ("examples", "TEXT NOT NULL DEFAULT ''")),
+}
+
 
 class Store:
     """All persistent state of the embedded server, behind one lock."""
@@ -130,11 +139,21 @@ class Store:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
+        self._add_missing_columns()
         log.info("store opened at %s", path)
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def _add_missing_columns(self) -> None:
+        """Bring a store written by an older version up to the current schema."""
+        for table, columns in ADDED_COLUMNS.items():
+            present = {r["name"] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+            for name, decl in columns:
+                if name not in present:
+                    log.info("store migration: adding %s.%s", table, name)
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
     # -- low level ---------------------------------------------------------------------
 

@@ -110,6 +110,18 @@ def test_detail_ontologies_fall_back_to_the_hit_when_empty():
     assert data["ontologies"] == ["from-hit"]
 
 
+def test_signature_shows_as_a_code_line_before_the_description():
+    plain = concept_markdown(hit("math.sqrt"), detail("math.sqrt")).decode()
+    assert "```" not in plain
+    d = ConceptDetail.parse({"concept_id": "c-1", "label": "math.sqrt",
+                             "description": "Return the square root of x.",
+                             "signature": "sqrt(x,\n /)"})
+    body = concept_markdown(hit("math.sqrt"), d).decode()
+    assert "# math.sqrt\n\n```\nsqrt(x, /)\n```\n\nReturn the square root of x." in body
+    odd = ConceptDetail.parse({"concept_id": "c-1", "label": "x", "signature": 42})
+    assert odd.signature == ""  # an extension field never breaks a concept
+
+
 def test_markdown_shows_the_label_as_one_heading_line():
     body = concept_markdown(hit("two\nlines"), None).decode()
     assert "\n# two lines\n" in body

@@ -32,13 +32,21 @@ class ChunkSpec:
 
 @dataclass
 class ConceptSpec:
-    """A concept with its evidence; ``seed`` is what its id is derived from."""
+    """A concept with its evidence; ``seed`` is what its id is derived from.
+
+    The three views a concept is read by: ``signature`` (how it is called, e.g.
+    ``sqrt(x, /)``; empty for prose), ``description`` (the first paragraph) and
+    ``examples`` (doctest examples or the paragraphs after the first; for Markdown the
+    rest of the section).
+    """
 
     seed: str
     label: str
     description: str
     evidence: list[tuple[int, str]] = field(default_factory=list)  # (chunk paragraph, quote)
     relations: list[tuple[str, str]] = field(default_factory=list)  # (rel_type, target seed)
+    signature: str = ""
+    examples: str = ""
 
     @property
     def id(self) -> str:

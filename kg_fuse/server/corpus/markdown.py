@@ -4,7 +4,8 @@ Used by ``--ingest DIR`` at start-up and by ``POST /ingest``, so a file gives th
 concepts whichever way it arrives. A section's label is its heading, its description
 the first paragraph under it, its evidence every paragraph; a subsection is PART_OF
 its enclosing section. Text before the first heading (or a file without headings) is a
-section labelled with the document's title.
+section labelled with the document's title. The rest of a section after its first
+paragraph is the concept's ``examples`` view.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def parse_text_document(text: str, filename: str, ontology: str,
         description = _WHITESPACE.sub(" ", paras[0]) if paras else ""
         evidence = [(chunk.paragraph, p) for p in paras] or [(chunk.paragraph, section.title)]
         relations = [("PART_OF", stack[-1][1])] if stack else []
+        examples = "\n\n".join(paras[1:])
         doc.concepts.append(ConceptSpec(seed=seed, label=section.title,
                                         description=description, evidence=evidence,
-                                        relations=relations))
+                                        relations=relations, examples=examples))
         stack.append((section.level, seed))
     return doc
 

@@ -9,6 +9,7 @@ function and method with a docstring becomes a concept.
 from __future__ import annotations
 
 import ast
+import copy
 import logging
 import re
 import sysconfig
@@ -35,6 +36,8 @@ SKIPPED_TOP_LEVEL = frozenset({
     "dist-packages", "this", "antigravity", "encodings",
 })
 SKIPPED_PARTS = frozenset({"test", "tests", "idle_test", "__main__", "__pycache__"})
+
+EXAMPLES_MAX_CHARS = 2000
 
 _PARAGRAPH_SPLIT = re.compile(r"\n\s*\n")
 _WHITESPACE = re.compile(r"\s+")
@@ -83,6 +86,33 @@ def paragraphs(docstring: str) -> list[str]:
 def first_paragraph(docstring: str) -> str:
     paras = paragraphs(docstring)
     return _WHITESPACE.sub(" ", paras[0]) if paras else ""
+
+
+def examples_of(docstring: str) -> str:
+    """The examples view: the doctest paragraphs if any, else the paragraphs after the
+    first, capped at :data:`EXAMPLES_MAX_CHARS` (the model reads only ~256 tokens)."""
+    rest = paragraphs(docstring)[1:]
+    doctests = [p for p in rest if p.lstrip().startswith(">>>")]
+    return "\n\n".join(doctests or rest)[:EXAMPLES_MAX_CHARS]
+
+
+def ast_signature(node: ast.AST) -> str:
+    """``name(args) -> returns`` of a def, or the ``__init__`` signature of a class."""
+    if isinstance(node, ast.ClassDef):
+        init = next((n for n in _definitions(node.body)
+                     if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is None:
+            return ""
+        args = copy.copy(init.args)  # drop ``self``, as pydoc shows a class
+        if args.posonlyargs:
+            args.posonlyargs = args.posonlyargs[1:]
+        elif args.args:
+            args.args = args.args[1:]
+        return f"{node.name}({ast.unparse(args)})"
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+        return f"{node.name}({ast.unparse(node.args)}){returns}"
+    return ""
 
 
 class _Offsets:
@@ -156,7 +186,8 @@ class _ModuleParser:
         evidence = [(chunk.paragraph, para) for para in paragraphs(docstring)]
         self.doc.concepts.append(ConceptSpec(
             seed=f"stdlib:{label}", label=label, description=description,
-            evidence=evidence, relations=relations,
+            evidence=evidence, relations=relations, signature=ast_signature(node),
+            examples=examples_of(docstring),
         ))
         return True
 

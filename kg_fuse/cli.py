@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kg_fuse.eval import commands as eval_commands
 from kg_fuse.fs import commands as fs_commands
 
 
@@ -13,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kg-fuse", description="Saved semantic searches as directories.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fs_commands.register(subparsers)
+    eval_commands.register(subparsers)
     try:
         from kg_fuse.server import commands as server_commands
     except ImportError:

@@ -1,0 +1,90 @@
+"""The ``kg-fuse eval`` subcommand (client side: needs only a reachable server)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kg_fuse.client import KgApiClient, KgError, resolve_connection
+from kg_fuse.eval import sets
+from kg_fuse.fs.queries import DEFAULT_LIMIT
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    names = ", ".join(sets.builtin_names())
+    ev = subparsers.add_parser(
+        "eval", help="measure search quality: gibberish vs relevant queries at the default",
+        description="Run a query set against a server and print, ADR-508 style, the best "
+                    "scores of gibberish and relevant queries and what the default listing "
+                    f"shows. Built-in sets: {names}.")
+    ev.add_argument("--set", dest="query_set", default="stdlib", metavar="NAME|FILE",
+                    help=f"a built-in set ({names}) or a .toml file (default: stdlib)")
+    ev.add_argument("--api-url", help="the API address (default: the embedded server's)")
+    ev.add_argument("--client-id", help="OAuth client id (use with --client-secret-file)")
+    ev.add_argument("--client-secret-file", help="file holding the OAuth client secret")
+    ev.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
+                    help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})")
+    ev.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    ev.add_argument("--plot", type=Path, metavar="FILE.png",
+                    help="draw both distributions with the default marked (needs "
+                         "kg-fuse[plot])")
+    ev.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import trio
+
+    from kg_fuse.eval import report
+    from kg_fuse.eval.runner import Evaluator
+
+    if not 1 <= args.limit <= 1000:
+        print("kg-fuse eval: --limit must be in 1..1000", file=sys.stderr)
+        return 2
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("kg-fuse eval: --plot needs matplotlib: pip install 'kg-fuse[plot]'",
+                  file=sys.stderr)
+            return 2
+    try:
+        qset = sets.load(args.query_set)
+        connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file)
+    except (sets.QuerySetError, KgError, OSError) as exc:
+        print(f"kg-fuse eval: {exc}", file=sys.stderr)
+        return 2
+
+    async def run():
+        client = KgApiClient(connection.api_url, connection.credentials, timeout=60.0)
+        try:
+            return await Evaluator(client, qset, listing_limit=args.limit).run()
+        finally:
+            await client.aclose()
+
+    try:
+        result = trio.run(run)
+    except (KgError, BaseExceptionGroup) as exc:
+        failure = _first_kg_error(exc)
+        if failure is None:
+            raise
+        print(f"kg-fuse eval: {connection.api_url}: {failure}", file=sys.stderr)
+        return 1
+    print(report.to_json(result) if args.json else report.format_text(result))
+    if args.plot is not None:
+        from kg_fuse.eval.plot import plot
+
+        plot(result, args.plot)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _first_kg_error(exc: BaseException) -> KgError | None:
+    """The API error behind a failure, also from inside trio's exception groups."""
+    if isinstance(exc, KgError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _first_kg_error(inner)) is not None:
+                return found
+    return None

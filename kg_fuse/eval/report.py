@@ -1,0 +1,142 @@
+"""Summaries of an evaluation run: ADR-508's table as text, and the same as JSON.
+
+Pure functions of an :class:`~kg_fuse.eval.runner.EvalRun`, so they are tested without
+a server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass
+
+from kg_fuse.eval.runner import EvalRun, RelevantResult
+
+
+@dataclass(frozen=True)
+class Distribution:
+    n: int
+    median: float | None
+    p90: float | None
+    max: float | None
+    min: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Distribution:
+        if not values:
+            return cls(0, None, None, None, None)
+        ordered = sorted(values)
+        return cls(len(ordered), round(statistics.median(ordered), 4),
+                   round(percentile(ordered, 90), 4), round(ordered[-1], 4),
+                   round(ordered[0], 4))
+
+
+def percentile(ordered: list[float], pct: float) -> float:
+    """Linear-interpolated percentile of sorted values (numpy's default rule)."""
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * pct / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _pct(part: int, whole: int) -> float:
+    return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+def summary(run: EvalRun) -> dict:
+    """The headline figures: distributions and the counts at the default."""
+    defaults = sorted({r.threshold_used for r in [*run.gibberish, *run.relevant]})
+    gib_best = [g.best_score for g in run.gibberish]
+    rel_best = [r.best_score for r in run.relevant if r.best_score is not None]
+    gib_listing = [g for g in run.gibberish if g.listed]
+    hits = [r for r in run.relevant if r.hit]
+    gib_max = max(gib_best) if gib_best else None
+    separated = (sum(1 for s in rel_best if s > gib_max) if gib_max is not None
+                 else len(rel_best))
+    return {
+        "default_threshold": defaults[0] if len(defaults) == 1 else defaults,
+        "listing_limit": run.listing_limit,
+        "gibberish": asdict(Distribution.of(gib_best)),
+        "relevant": asdict(Distribution.of(rel_best)),
+        "relevant_not_found": len(run.relevant) - len(rel_best),
+        "relevant_above_gibberish_max": separated,
+        "gibberish_listing_anything": len(gib_listing),
+        "gibberish_listing_anything_pct": _pct(len(gib_listing), len(run.gibberish)),
+        "relevant_listed": len(hits),
+        "relevant_listed_pct": _pct(len(hits), len(run.relevant)),
+    }
+
+
+def to_json(run: EvalRun) -> str:
+    """Everything, per query, for diffing one run against another."""
+    return json.dumps({
+        "set": run.qset.name,
+        "api_url": run.api_url,
+        "summary": summary(run),
+        "gibberish": [asdict(g) for g in run.gibberish],
+        "relevant": [dict(asdict(r), hit=r.hit) for r in run.relevant],
+    }, indent=2, ensure_ascii=False)
+
+
+def _f(value: float | None, width: int = 7) -> str:
+    return f"{value:>{width}.3f}" if value is not None else f"{'-':>{width}}"
+
+
+def _row(name: str, dist: dict) -> str:
+    return (f"{name:<30} {dist['n']:>4} {_f(dist['median'])} {_f(dist['p90'])} "
+            f"{_f(dist['max'])} {_f(dist['min'])}")
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _miss_line(r: RelevantResult) -> str:
+    where = (f"{r.best_label} {r.best_score:.3f} rank {r.rank}" if r.best_score is not None
+             else f"none of {', '.join(r.expect)} in the top results")
+    return (f"  {_short(repr(r.text), 44):<44} {where}; "
+            f"top {r.top_label} {r.top_score:.3f}")
+
+
+def format_text(run: EvalRun) -> str:
+    """ADR-508 style: distributions, then what a user sees at the default."""
+    s = summary(run)
+    default = s["default_threshold"]
+    default_text = (f"{default:.2f}" if isinstance(default, float)
+                    else "varied: " + ", ".join(f"{d:.2f}" for d in default))
+    lines = [
+        f"kg-fuse eval: set {run.qset.name!r} ({len(run.relevant)} relevant, "
+        f"{len(run.gibberish)} gibberish queries) against {run.api_url}",
+        f"default threshold {default_text} (min_similarity omitted), "
+        f"listing limit {run.listing_limit}",
+        "",
+        f"{'best score':<30} {'n':>4} {'median':>7} {'p90':>7} {'max':>7} {'min':>7}",
+        _row("gibberish (top match)", s["gibberish"]),
+        _row("relevant (best expected)", s["relevant"]),
+    ]
+    if s["relevant_not_found"]:
+        lines.append(f"  ({s['relevant_not_found']} relevant queries had no expected concept "
+                     "in the ranked results at all)")
+    lines += [
+        f"relevant above the gibberish max: {s['relevant_above_gibberish_max']}"
+        f"/{len(run.relevant)}",
+        "",
+        f"At the default ({default_text}):",
+        f"  gibberish queries that list anything: {s['gibberish_listing_anything']}"
+        f"/{len(run.gibberish)} ({s['gibberish_listing_anything_pct']}%)",
+    ]
+    for g in sorted((g for g in run.gibberish if g.listed), key=lambda g: -g.best_score):
+        lines.append(f"    {_short(repr(g.text), 44):<44} lists {g.listed}; "
+                     f"top {g.best_label} {g.best_score:.3f}")
+    lines.append(f"  relevant queries whose expected concept is listed: {s['relevant_listed']}"
+                 f"/{len(run.relevant)} ({s['relevant_listed_pct']}%)")
+    misses = [r for r in run.relevant if not r.hit]
+    if misses:
+        lines += ["", f"Misses ({len(misses)}): query, best expected concept with its score "
+                      "and rank, and the top result"]
+        misses.sort(key=lambda r: -(r.best_score or 0.0))
+        lines += [_miss_line(r) for r in misses]
+    return "\n".join(lines)

@@ -1,0 +1,104 @@
+"""``kg-fuse eval``: query sets, the summary arithmetic, the text table, the CLI errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kg_fuse.cli import main
+from kg_fuse.eval import sets
+from kg_fuse.eval.report import Distribution, format_text, percentile, summary, to_json
+from kg_fuse.eval.runner import EvalRun, GibberishResult, RelevantResult
+from kg_fuse.server.corpus.markdown import read_folder, section_labels
+
+
+def test_shipped_sets_have_the_promised_size_and_shapes() -> None:
+    assert set(sets.builtin_names()) >= {"stdlib", "kitchen"}
+    stdlib = sets.load("stdlib")
+    kitchen = sets.load("kitchen")
+    assert len(stdlib.relevant) >= 80 and len(kitchen.relevant) >= 30
+    assert len(stdlib.gibberish) >= 50 and kitchen.gibberish == stdlib.gibberish
+    lengths = {len(q.split()) for q in stdlib.gibberish}
+    assert 1 in lengths and max(lengths) >= 7  # single tokens through long nonsense
+    assert any(not any(c.isalpha() for c in q) for q in stdlib.gibberish)  # digits/punct
+    texts = {q.text: q.expect for q in stdlib.relevant}
+    assert "list.sort" in texts["sort a list"] and "math.sqrt" in texts[
+        "square root of a number"]
+
+
+def test_kitchen_expectations_name_real_sections() -> None:
+    labels = set(section_labels(read_folder(sets.CORPORA_DIR / "kitchen")))
+    assert 30 <= len(labels) <= 80
+    for query in sets.load("kitchen").relevant:
+        assert set(query.expect) <= labels, query.text
+
+
+def test_a_set_file_by_path_and_clear_errors(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('gibberish = ["zzz"]\n[[query]]\ntext = "gzip"\nexpect = ["gzip.open"]\n')
+    mine = sets.load(str(path))
+    assert (mine.name, mine.gibberish, mine.relevant[0].expect) == ("mine", ["zzz"],
+                                                                    ("gzip.open",))
+    with pytest.raises(sets.QuerySetError, match="no query set 'nope'"):
+        sets.load("nope")
+    path.write_text('[[query]]\ntext = "x"\nexpect = "not a list"\n')
+    with pytest.raises(sets.QuerySetError, match="list of non-empty strings"):
+        sets.load(str(path))
+
+
+def test_percentile_and_distribution() -> None:
+    assert percentile([1.0], 90) == 1.0
+    assert percentile([0.0, 1.0], 90) == pytest.approx(0.9)
+    assert percentile([0.1, 0.2, 0.3, 0.4, 0.5], 50) == pytest.approx(0.3)
+    dist = Distribution.of([0.5, 0.1, 0.3])
+    assert (dist.n, dist.median, dist.max, dist.min) == (3, 0.3, 0.5, 0.1)
+    assert Distribution.of([]).median is None
+
+
+def _run() -> EvalRun:
+    qset = sets.QuerySet(name="t")
+    gib = [GibberishResult("zzz", 0.30, "a", 0, 0.5),
+           GibberishResult("qqq", 0.55, "b", 2, 0.5)]
+    rel = [RelevantResult("sort a list", ("list.sort",), 0.7, "list.sort", 1, 0.7,
+                          "list.sort", 3, 1, 0.5),
+           RelevantResult("square root", ("math.sqrt",), 0.45, "math.sqrt", 4, 0.6,
+                          "cmath.sqrt", 1, None, 0.5),
+           RelevantResult("lost", ("nowhere",), None, None, None, 0.2, "x", 0, None, 0.5)]
+    return EvalRun(qset, "http://127.0.0.1:1", 50, gib, rel)
+
+
+def test_summary_counts_what_the_default_listing_shows() -> None:
+    s = summary(_run())
+    assert s["default_threshold"] == 0.5
+    assert (s["gibberish_listing_anything"], s["gibberish_listing_anything_pct"]) == (1, 50.0)
+    assert (s["relevant_listed"], s["relevant_listed_pct"]) == (1, 33.3)
+    assert s["relevant_not_found"] == 1
+    assert s["relevant_above_gibberish_max"] == 1  # 0.7 > 0.55; 0.45 is not
+    assert s["gibberish"]["max"] == 0.55 and s["relevant"]["min"] == 0.45
+
+
+def test_text_and_json_name_every_miss() -> None:
+    run = _run()
+    text = format_text(run)
+    assert "gibberish queries that list anything: 1/2 (50.0%)" in text
+    assert "'qqq'" in text and "lists 2" in text
+    assert "relevant queries whose expected concept is listed: 1/3 (33.3%)" in text
+    assert "math.sqrt 0.450 rank 4; top cmath.sqrt 0.600" in text
+    assert "none of nowhere in the top results" in text
+    data = json.loads(to_json(run))
+    assert [r["hit"] for r in data["relevant"]] == [True, False, False]
+    assert data["summary"]["relevant_listed"] == 1
+
+
+def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["eval", "--plot", "out.png"]) == 2
+    assert "pip install 'kg-fuse[plot]'" in capsys.readouterr().err
+
+
+def test_unknown_set_is_a_clear_error(capsys) -> None:
+    assert main(["eval", "--set", "no-such-set"]) == 2
+    assert "no query set 'no-such-set'" in capsys.readouterr().err

@@ -1,4 +1,7 @@
-"""The ``kg-fuse eval`` subcommand (client side: needs only a reachable server)."""
+"""The ``kg-fuse eval`` subcommand (client side: needs only a reachable server).
+
+The HTTP client is imported when the command runs, so ``kg-fuse --help`` stays quick.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from kg_fuse.client import KgApiClient, KgError, resolve_connection
 from kg_fuse.eval import sets
 from kg_fuse.fs.queries import DEFAULT_LIMIT
 
@@ -35,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     import trio
 
+    from kg_fuse.client import KgApiClient, KgError, resolve_connection
     from kg_fuse.eval import report
     from kg_fuse.eval.runner import Evaluator
 
@@ -79,8 +82,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _first_kg_error(exc: BaseException) -> KgError | None:
+def _first_kg_error(exc: BaseException) -> Exception | None:
     """The API error behind a failure, also from inside trio's exception groups."""
+    from kg_fuse.client import KgError
+
     if isinstance(exc, KgError):
         return exc
     if isinstance(exc, BaseExceptionGroup):

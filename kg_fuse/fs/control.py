@@ -3,8 +3,10 @@
 Shells and editors write in different ways: ``echo 0.7 > f`` is open(O_TRUNC)+write,
 ``>>`` appends, ``truncate -s 0`` is a setattr, nano rewrites in place, ``sed -i``
 writes a scratch file and renames it over the original. A ``WriteSession`` models the
-file content one open() sees, so each style yields the full text to validate; nothing
-is committed unless the whole text is valid.
+file content one open() sees, so each style yields the full text to validate. Each
+write is validated as it arrives (so ``echo 1.5 > f`` fails in the shell), but nothing
+is committed before flush: one session changes the value at most once, and a refused
+write changes nothing at all.
 """
 
 from __future__ import annotations
@@ -16,17 +18,32 @@ from dataclasses import dataclass, field
 import pyfuse3
 
 SCRATCH_MAX_BYTES = 64 * 1024
+CONTROL_MAX_BYTES = 64 * 1024  # far above any valid value; parsing stays a few ms
 SCRATCH_MAX_FILES = 32
+
+
+class ContentTooLarge(ValueError):
+    """More bytes than a control or scratch file may hold (EFBIG), refused before any
+    parsing."""
 
 
 @dataclass
 class WriteSession:
-    """The content of a control file as seen through one writable open()."""
+    """The content of a control file as seen through one writable open().
+
+    A session is a transaction: writes are validated and buffered, never committed; the
+    buffered content is committed once, at flush (which close() waits for), and only if
+    the session's last write was accepted. A refused write therefore leaves the previous
+    value in place, even after the shell's ``O_TRUNC``.
+    """
 
     buffer: bytearray
     append: bool
     truncated: bool
     attempted: bool = False
+    changed: bool = False  # accepted content not committed yet
+    refused: bool = False  # the last write was refused: this session commits nothing
+    flushes: int = 0  # flushes seen while nothing was written (see operations.flush)
 
     @classmethod
     def begin(cls, current: bytes, flags: int, append_replaces: bool = True) -> WriteSession:
@@ -36,15 +53,17 @@ class WriteSession:
         # old value shown on read are not part of what the user wrote. A list file keeps
         # its lines and gains the appended ones.
         start = b"" if truncated or (append and append_replaces) else current
-        return cls(bytearray(start), append, truncated)
+        return cls(bytearray(start), append, truncated, changed=truncated)
 
     def candidate(self, offset: int, data: bytes) -> bytes:
-        """The text this write would produce, without applying it."""
+        """The text this write would produce, without applying it (size checked first)."""
         self.attempted = True
+        end = len(self.buffer) + len(data) if self.append else offset + len(data)
+        if end > CONTROL_MAX_BYTES:
+            self.refused = True
+            raise ContentTooLarge(f"a control file holds at most {CONTROL_MAX_BYTES} bytes")
         if self.append:
             return bytes(self.buffer) + data
-        if offset > SCRATCH_MAX_BYTES:
-            raise pyfuse3.FUSEError(errno.EFBIG)
         content = bytearray(self.buffer)
         if offset > len(content):
             content.extend(b"\0" * (offset - len(content)))
@@ -53,11 +72,28 @@ class WriteSession:
 
     def accept(self, content: bytes) -> None:
         self.buffer = bytearray(content)
+        self.changed = True
+        self.refused = False
+
+    def refuse(self) -> None:
+        self.refused = True
 
     def truncate(self) -> None:
         self.buffer = bytearray()
         self.truncated = True
         self.attempted = False
+        self.changed = True
+        self.refused = False
+
+    def due(self) -> bytes | None:
+        """The content to commit now, or None when nothing is due (no accepted change,
+        or the last write was refused)."""
+        if self.refused or not self.changed:
+            return None
+        return bytes(self.buffer)
+
+    def committed(self) -> None:
+        self.changed = False
 
     @property
     def commits_empty_on_release(self) -> bool:
@@ -88,7 +124,7 @@ class ScratchFiles:
         if content is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if offset + len(data) > SCRATCH_MAX_BYTES:
-            raise pyfuse3.FUSEError(errno.EFBIG)
+            raise ContentTooLarge(f"a scratch file holds at most {SCRATCH_MAX_BYTES} bytes")
         if offset > len(content):
             content.extend(b"\0" * (offset - len(content)))
         content[offset : offset + len(data)] = data
@@ -98,7 +134,7 @@ class ScratchFiles:
         if content is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if size > SCRATCH_MAX_BYTES:
-            raise pyfuse3.FUSEError(errno.EFBIG)
+            raise ContentTooLarge(f"a scratch file holds at most {SCRATCH_MAX_BYTES} bytes")
         del content[size:]
         content.extend(b"\0" * (size - len(content)))
 

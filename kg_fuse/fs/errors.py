@@ -12,7 +12,8 @@ import pyfuse3
 import trio
 
 from kg_fuse.client.errors import KgError
-from kg_fuse.fs.names import InvalidName
+from kg_fuse.fs.control import ContentTooLarge
+from kg_fuse.fs.names import InvalidName, NameTooLong
 from kg_fuse.fs.service import QueryExists, QueryNotEmpty, QueryNotFound
 from kg_fuse.fs.threshold import InvalidThreshold
 
@@ -29,6 +30,12 @@ def fuse_error(exc: BaseException) -> pyfuse3.FUSEError | None:
     if isinstance(exc, KgError):
         log.warning("server request failed: %s", exc)
         return pyfuse3.FUSEError(exc.errno)
+    if isinstance(exc, NameTooLong):
+        log.info("rejected: %s", exc)
+        return pyfuse3.FUSEError(errno.ENAMETOOLONG)
+    if isinstance(exc, ContentTooLarge):
+        log.info("rejected: %s", exc)
+        return pyfuse3.FUSEError(errno.EFBIG)
     if isinstance(exc, InvalidName | InvalidThreshold):
         log.info("rejected: %s", exc)
         return pyfuse3.FUSEError(errno.EINVAL)

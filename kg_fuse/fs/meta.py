@@ -1,8 +1,9 @@
 """The ``.meta`` control files: what each shows, what it accepts, and how a write lands.
 
 Every file is generated from the saved query. The writable ones parse the whole text a
-write would produce (see ``control.WriteSession``) and commit it only when valid;
-anything else is refused with EINVAL and changes nothing.
+write would produce (see ``control.WriteSession``) and commit it once, at flush, only
+when valid and only when the value changes (so a file's mtime moves with its value);
+anything else is refused with EINVAL (EFBIG over 64 KiB) and changes nothing.
 """
 
 from __future__ import annotations
@@ -39,34 +40,49 @@ def _values(data: bytes) -> list[str]:
             if line.strip() and not line.strip().startswith("#")]
 
 
+def _short(text: str) -> str:
+    """A hostile value's first characters, for messages and logs."""
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
 def parse_limit(data: bytes) -> int | None:
     """A whole number in 1..1000, or ``default``/empty for the default of 50."""
     values = _values(data)
     if not values or (len(values) == 1 and values[0].lower() in INHERIT_WORDS):
         return None
     if len(values) != 1 or not values[0].isascii() or not values[0].isdigit():
-        raise InvalidSetting(f"not a whole number: {values!r}")
+        raise InvalidSetting(f"not one whole number: {_short(values[0])}")
+    if len(values[0].lstrip("0")) > len(str(MAX_LIMIT)):  # before int(): 5,000 digits
+        raise InvalidSetting(f"limit out of range 1..{MAX_LIMIT}: {_short(values[0])}")
     limit = int(values[0])
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidSetting(f"limit out of range 1..{MAX_LIMIT}: {limit}")
     return limit
 
 
+def _has_control_character(term: str) -> bool:
+    if term.isprintable():  # C speed; the per-character check only for the rest
+        return False
+    return any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in term)
+
+
 def parse_terms(data: bytes) -> tuple[str, ...]:
-    """One term per line; blank lines ignored, duplicates dropped, order kept."""
-    terms: list[str] = []
+    """One term per line; blank lines ignored, duplicates dropped, order kept.
+
+    Linear in the input, and it stops at the first line over a limit, so a megabyte of
+    text costs no more than the limits allow."""
+    terms: dict[str, None] = {}  # insertion-ordered set
     for line in _text(data).splitlines():
         term = line.strip()
         if not term:
             continue
-        if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in term):
-            raise InvalidSetting(f"control character in term {term!r}")
         if len(term) > MAX_TERM_CHARS:
             raise InvalidSetting(f"term longer than {MAX_TERM_CHARS} characters")
-        if term not in terms:
-            terms.append(term)
-    if len(terms) > MAX_TERMS:
-        raise InvalidSetting(f"more than {MAX_TERMS} terms")
+        if _has_control_character(term):
+            raise InvalidSetting(f"control character in term {_short(term)}")
+        terms[term] = None
+        if len(terms) > MAX_TERMS:
+            raise InvalidSetting(f"more than {MAX_TERMS} terms")
     return tuple(terms)
 
 
@@ -94,6 +110,7 @@ class Control:
     render: Render
     parse: Callable[[bytes], Any] | None = None  # None: read-only
     commit: Commit | None = None
+    current: Callable[[SavedQuery], Any] | None = None  # the value a commit would replace
     append_replaces: bool = True  # '>>' sets a single value; lists append instead
 
     @property
@@ -116,16 +133,22 @@ def _status(service: QueryService, query: SavedQuery, problem: str | None) -> by
 
 CONTROLS: dict[str, Control] = {
     "threshold": Control(NodeKind.THRESHOLD_FILE, _threshold, parse_threshold_file,
-                         lambda s, p, v: s.set_threshold(p, v)),
+                         lambda s, p, v: s.set_threshold(p, v), lambda q: q.threshold),
     "limit": Control(NodeKind.LIMIT_FILE, lambda s, q, _: limit_file(q), parse_limit,
-                     lambda s, p, v: s.set_limit(p, v)),
+                     lambda s, p, v: s.set_limit(p, v), lambda q: q.limit),
     "exclude": Control(NodeKind.EXCLUDE_FILE, lambda s, q, _: terms_file(q.exclude),
                        parse_terms, lambda s, p, v: s.set_terms(p, "exclude", v),
-                       append_replaces=False),
+                       lambda q: q.exclude, append_replaces=False),
     "union": Control(NodeKind.UNION_FILE, lambda s, q, _: terms_file(q.union),
                      parse_terms, lambda s, p, v: s.set_terms(p, "union", v),
-                     append_replaces=False),
+                     lambda q: q.union, append_replaces=False),
     "status": Control(NodeKind.STATUS_FILE, _status),
     "query.toml": Control(NodeKind.QUERY_TOML_FILE, _toml),
 }
 CONTROL_BY_KIND = {c.kind: c for c in CONTROLS.values()}
+
+
+def control_mtime_key(owner: str, kind: NodeKind) -> str:
+    """Each writable control file has its own mtime, which moves only when its value
+    does (not when its directory or a sibling changes)."""
+    return f"{owner}\0{kind.value}"

@@ -14,6 +14,7 @@ from kg_fuse.client.models import clean_text
 from kg_fuse.fs.threshold import InvalidThreshold, parse_threshold_value
 
 NAME_MAX = 255
+PATH_MAX = 4096
 RESULT_SUFFIX = ".concept.md"
 META_DIR = ".meta"
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/]")
@@ -24,8 +25,15 @@ class InvalidName(ValueError):
     """A name the filesystem cannot accept (answered with EINVAL)."""
 
 
-def decode_name(raw: bytes) -> str:
-    """Decode a name from the kernel; names that are not UTF-8 cannot be query text."""
+class NameTooLong(InvalidName):
+    """A name over 255 bytes in UTF-8 (ENAMETOOLONG): other tools could not copy it."""
+
+
+def decode_name(raw: bytes, max_bytes: int = NAME_MAX) -> str:
+    """Decode a name from the kernel; names that are not UTF-8 cannot be query text,
+    and names over 255 bytes would break ``cp -r`` and ``tar x`` elsewhere."""
+    if len(raw) > max_bytes:
+        raise NameTooLong(f"name of {len(raw)} bytes (at most {max_bytes})")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

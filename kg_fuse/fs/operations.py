@@ -19,8 +19,8 @@ from kg_fuse.fs.errors import handler
 from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
 from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.links import resolve_link_target
-from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control
-from kg_fuse.fs.names import META_DIR, InvalidName, decode_name
+from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control, control_mtime_key
+from kg_fuse.fs.names import META_DIR, PATH_MAX, InvalidName, NameTooLong, decode_name
 from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
 from kg_fuse.fs.queries import ONTOLOGY_DIR, Link
 from kg_fuse.fs.results import ResultSet
@@ -76,7 +76,10 @@ class KgOperations(pyfuse3.Operations):
         if kind is NodeKind.RESULT_FILE:
             return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False)
         writable = kind not in READ_ONLY
-        return self.attrs.file(node.inode, len(body), self.attrs.meta_mtime_ns(node.owner),
+        control = CONTROL_BY_KIND.get(kind)
+        mtime_key = control_mtime_key(node.owner, kind) if control and control.writable \
+            else node.owner
+        return self.attrs.file(node.inode, len(body), self.attrs.meta_mtime_ns(mtime_key),
                                writable=writable)
 
     async def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
@@ -105,9 +108,15 @@ class KgOperations(pyfuse3.Operations):
         self.attrs.touch(owner, time.time_ns())
 
     async def _commit(self, control: Control, owner: str, value: object) -> None:
-        assert control.commit is not None
-        await control.commit(self.service, query_path(owner), value)
+        """Set a control's value, once; an unchanged value changes nothing (no refresh,
+        no mtime: vim's "changed since reading" check compares mtimes)."""
+        assert control.commit is not None and control.current is not None
+        path = query_path(owner)
+        if control.current(self.service.get(path)) == value:
+            return
         self._touch(owner)
+        self._touch(control_mtime_key(owner, control.kind))
+        await control.commit(self.service, path, value)  # state changes before any await
 
     # -- lookups and attributes --------------------------------------------------------
 
@@ -116,6 +125,8 @@ class KgOperations(pyfuse3.Operations):
                      ) -> pyfuse3.EntryAttributes:
         try:
             child_name = decode_name(name)
+        except NameTooLong:
+            raise
         except InvalidName:  # such a name can never exist here
             raise enoent() from None
         node = await self.tree.child(self._node(parent_inode), child_name)
@@ -159,8 +170,8 @@ class KgOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EINVAL)
             handle = self.handles.file(fh)
             if handle is not None and handle.session is not None:
-                handle.session.truncate()
-            else:  # truncate(1) on the path: an empty file
+                handle.session.truncate()  # committed with the session, at flush
+            else:  # truncate(1) on the path: an empty file, durable on return
                 assert control.parse is not None
                 await self._commit(control, node.owner, control.parse(b""))
         else:
@@ -272,7 +283,7 @@ class KgOperations(pyfuse3.Operations):
             raise _eperm()
         if link_name in {e.name for e in await self.tree.children(parent)}:
             raise pyfuse3.FUSEError(errno.EEXIST)
-        target_text = decode_name(target)
+        target_text = decode_name(target, PATH_MAX)
         ontology = resolve_link_target(parent.owner, target_text, self.mountpoint)
         if ontology is None or not await self.tree.ontology_exists(ontology):
             raise pyfuse3.FUSEError(errno.EINVAL)
@@ -356,28 +367,48 @@ class KgOperations(pyfuse3.Operations):
         control = CONTROL_BY_KIND.get(node.kind)
         if handle.session is None or control is None or control.parse is None:
             raise pyfuse3.FUSEError(errno.EBADF)
-        content = handle.session.candidate(off, buf)
-        value = control.parse(content)  # InvalidThreshold/InvalidSetting -> EINVAL
-        await self._commit(control, node.owner, value)
-        handle.session.accept(content)
-        handle.snapshot = None
+        session = handle.session
+        content = session.candidate(off, buf)  # ContentTooLarge -> EFBIG
+        try:
+            control.parse(content)  # InvalidThreshold/InvalidSetting -> EINVAL
+        except ValueError:
+            session.refuse()
+            raise
+        session.accept(content)  # validated, not committed: that happens at flush
         return len(buf)
 
-    async def _commit_empty(self, handle: FileHandle) -> None:
-        """``> file`` with nothing written: an empty file, committed once. On flush,
-        which close() waits for, so the change is durable when the command returns."""
+    async def _commit_session(self, handle: FileHandle, releasing: bool = False) -> None:
+        """Commit what one open() wrote, once. At flush, which close() waits for, so the
+        change is durable when the command returns; after a refused last write nothing
+        is committed and close() reports EINVAL too.
+
+        A shell redirection (``echo 0.6 > f``, ``: > f``) closes its first descriptor,
+        a flush, before the command writes: an empty truncated file is committed only
+        at a later flush or at release, so ``echo 1.5 > f`` never commits "empty"."""
         session = handle.session
         control = CONTROL_BY_KIND.get(handle.node.kind)
-        if session is not None and control is not None and session.commits_empty_on_release:
-            assert control.parse is not None
-            await self._commit(control, handle.node.owner, control.parse(b""))
-            session.attempted = True
+        if session is None or control is None or control.parse is None:
+            return
+        if session.refused:
+            if releasing:
+                return
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        content = session.due()
+        if content is None:
+            return
+        if not session.attempted and not releasing:
+            session.flushes += 1
+            if session.flushes < 2:
+                return
+        session.committed()
+        await self._commit(control, handle.node.owner, control.parse(content))
+        handle.snapshot = None
 
     @handler
     async def flush(self, fh: int) -> None:
         handle = self.handles.file(fh)
         if handle is not None:
-            await self._commit_empty(handle)
+            await self._commit_session(handle)
 
     @handler
     async def release(self, fh: int) -> None:
@@ -390,7 +421,7 @@ class KgOperations(pyfuse3.Operations):
             if pending is not None:
                 self.ingest.closed(ontology_of(node.owner), node.name, pending)
             return
-        await self._commit_empty(handle)
+        await self._commit_session(handle, releasing=True)  # usually done at flush
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

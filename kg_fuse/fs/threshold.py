@@ -62,11 +62,12 @@ def effective_threshold(
 
 def parse_threshold_value(token: str) -> float:
     """A number in [0, 1], written plainly (no NaN, infinity, sign or hex)."""
+    shown = repr(token[:40] + ("..." if len(token) > 40 else ""))  # logs get a prefix
     if not _NUMBER.match(token):
-        raise InvalidThreshold(f"not a number: {token!r}")
+        raise InvalidThreshold(f"not a number: {shown}")
     value = float(token)
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidThreshold(f"out of range [0, 1]: {token!r}")
+        raise InvalidThreshold(f"out of range [0, 1]: {shown}")
     return value
 
 

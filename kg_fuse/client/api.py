@@ -159,9 +159,15 @@ class KgApiClient:
         raw = await self._call("GET", f"/documents/{path_segment(document_id)}/content")
         return DocumentContent.parse(raw)
 
-    async def ingest(self, ontology: str, filename: str, data: bytes) -> IngestReceipt:
+    async def delete_document(self, document_id: str) -> None:
+        await self._call("DELETE", f"/documents/{path_segment(document_id)}")
+
+    async def ingest(self, ontology: str, filename: str, data: bytes,
+                     image: bool = False) -> IngestReceipt:
+        """Upload a document (``image``: to ``/ingest/image``, which describes it with a
+        vision model on the platform)."""
         raw = await self._call(
-            "POST", "/ingest",
+            "POST", "/ingest/image" if image else "/ingest",
             data={"ontology": ontology, "filename": filename, "auto_approve": "true"},
             files={"file": (filename, data, "application/octet-stream")},
         )

@@ -1,5 +1,9 @@
 """What the server knows: its ontologies and their documents, cached until the epoch
-changes. Document contents are cached by id: ids are content hashes, so never stale."""
+changes. Document contents are cached by id: ids are content hashes, so never stale.
+
+Every server name appears under a valid, unique file name that it keeps for the life of
+the mount (an ontology named ``a/b`` is listed as ``a∕b``); the catalog maps file names
+back to the server's names for every call that needs them."""
 
 from __future__ import annotations
 
@@ -17,6 +21,11 @@ log = logging.getLogger(__name__)
 
 CONTENT_CONCURRENCY = 8
 CONTENT_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def ontology_file_name(name: str, disambiguator: str = "") -> str:
+    """An ontology's name as a valid directory name; a twin gets ``name ~id``."""
+    return valid_file_name(f"{name} ~{disambiguator}" if disambiguator else name)
 
 
 def document_file_name(name: str, disambiguator: str = "") -> str:
@@ -37,7 +46,8 @@ class DocumentEntry:
 class Catalog:
     def __init__(self, client: KgApiClient) -> None:
         self._client = client
-        self._ontologies: dict[str, CatalogNode] | None = None
+        self._ontologies: dict[str, CatalogNode] | None = None  # by file name
+        self._ontology_names = NameRegistry(ontology_file_name)
         self._documents: dict[str, dict[str, DocumentEntry]] = {}
         self._names: dict[str, NameRegistry] = {}
         self._content: dict[str, bytes] = {}
@@ -50,26 +60,35 @@ class Catalog:
         self._documents.clear()
 
     async def ontologies(self) -> dict[str, CatalogNode]:
-        """Every ontology by name (all pages of the catalog)."""
+        """Every ontology by file name (all pages of the catalog)."""
         if self._ontologies is None:
             async with self._lock:
                 if self._ontologies is None:
                     nodes = await self._client.catalog_all()
-                    self._ontologies = {n.name: n for n in nodes}
+                    self._ontologies = {self._ontology_names.name_for(n.id, n.name): n
+                                        for n in nodes}
         return self._ontologies
 
-    def known_ontology(self, name: str) -> bool:
-        return self._ontologies is not None and name in self._ontologies
+    async def ontology(self, file_name: str) -> CatalogNode | None:
+        return (await self.ontologies()).get(file_name)
 
-    async def ontology(self, name: str) -> CatalogNode | None:
-        return (await self.ontologies()).get(name)
+    def server_name(self, file_name: str) -> str:
+        """The server's name of the ontology listed as ``file_name`` (itself when the
+        name needed no change, or before the ontology was listed)."""
+        node = (self._ontologies or {}).get(file_name)
+        return node.name if node is not None else file_name
 
     async def create_ontology(self, name: str) -> None:
         await self._client.create_ontology(name)
         self.invalidate()
 
-    async def delete_ontology(self, name: str) -> None:
-        await self._client.delete_ontology(name)
+    async def delete_ontology(self, file_name: str) -> None:
+        node = await self.ontology(file_name)
+        await self._client.delete_ontology(node.name if node is not None else file_name)
+        self.invalidate()
+
+    async def delete_document(self, document_id: str) -> None:
+        await self._client.delete_document(document_id)
         self.invalidate()
 
     async def documents(self, ontology: str) -> dict[str, DocumentEntry]:

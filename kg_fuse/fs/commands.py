@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "during which rm cancels and mv redirects it (default 2)")
     mount.add_argument("--allow-ontology-delete", action="store_true",
                        help="let rmdir ontology/NAME delete the ontology on the server")
+    mount.add_argument("--allow-document-delete", action="store_true",
+                       help="let rm ontology/NAME/documents/FILE delete the document on "
+                            "the server")
     mount.add_argument("--log-file", type=Path, help="log here (default: stderr in the "
                        "foreground, a file in the state directory otherwise)")
     mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
@@ -97,6 +100,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         max_age=args.max_age,
         request_timeout=args.timeout, probe_timeout=args.probe_timeout,
         ingest_delay=args.ingest_delay, allow_ontology_delete=args.allow_ontology_delete,
+        allow_document_delete=args.allow_document_delete,
     )
     try:
         run_mount(options)
@@ -124,6 +128,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
             argv += [flag, value]
     argv += ["--admin"] if args.admin else []
     argv += ["--allow-ontology-delete"] if args.allow_ontology_delete else []
+    argv += ["--allow-document-delete"] if args.allow_document_delete else []
     argv += ["--debug"] if args.debug else []
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -7,6 +7,11 @@ uploads it there. Editors' temporary names are never uploaded. While the server 
 it, ``<name>.ingesting`` shows the job; it disappears when the job completes (a failed
 job stays, showing its error, until removed). A file stays in ``ingest/`` until the
 server accepted it: while the server is unreachable the upload is retried.
+
+All or nothing: a file whose writing failed (over the cap, out of space, any error) is
+never uploaded; it stays, marked failed in its ``.ingesting`` file, until it is removed
+or rewritten from empty. A file removed, or renamed to a temporary name, before its
+upload is never uploaded either. The cap is the server's (``kg_fuse.limits``).
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
+from kg_fuse.limits import MAX_INGEST_BYTES
 
 log = logging.getLogger(__name__)
 
-MAX_FILE_BYTES = 32 * 1024 * 1024  # larger files fail with EFBIG
+MAX_FILE_BYTES = MAX_INGEST_BYTES  # larger files fail with EFBIG; the server's cap too
+MAX_PENDING_BYTES = 8 * MAX_INGEST_BYTES  # all files waiting in memory: ENOSPC past it
 RETRY_AFTER = 2.0  # seconds between upload attempts while the server is unreachable
 JOB_SUFFIX = ".ingesting"
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")  # the platform's
 _TEMPORARY = re.compile(r"^\.|~$|\.sw[a-p]$|\.tmp$|^#.*#$|^4913$|\.part$|\.crdownload$")
 
 
@@ -41,6 +49,7 @@ class PendingFile:
     data: bytearray = field(default_factory=bytearray)
     open_handles: int = 0
     upload_at: float | None = None
+    failed: str | None = None  # why a write failed: this content is never uploaded
 
 
 @dataclass
@@ -74,6 +83,7 @@ class IngestBox:
         self.files: dict[Key, PendingFile] = {}
         self.jobs: dict[Key, Job] = {}
         self._wake = trio.Event()
+        self.server_name: Callable[[str], str] = lambda ontology: ontology
 
     # -- the files ----------------------------------------------------------------------
 
@@ -97,10 +107,19 @@ class IngestBox:
         pending.upload_at = None
         return pending
 
+    def _fail(self, pending: PendingFile, why: str, code: int) -> pyfuse3.FUSEError:
+        pending.failed = why
+        pending.upload_at = None
+        return pyfuse3.FUSEError(code)
+
     def write(self, pending: PendingFile, offset: int, data: bytes) -> None:
         end = offset + len(data)
         if end > MAX_FILE_BYTES:
-            raise pyfuse3.FUSEError(errno.EFBIG)
+            raise self._fail(pending, f"file too large (over {MAX_FILE_BYTES} bytes)",
+                             errno.EFBIG)
+        if end - len(pending.data) > MAX_PENDING_BYTES - self.pending_bytes():
+            raise self._fail(pending, "no space left for files waiting to be uploaded",
+                             errno.ENOSPC)
         buffer = pending.data
         if offset == len(buffer):
             buffer.extend(data)
@@ -110,9 +129,15 @@ class IngestBox:
             buffer[offset:end] = data
         pending.upload_at = None
 
+    def pending_bytes(self) -> int:
+        return sum(len(p.data) for p in self.files.values())
+
     def truncate(self, pending: PendingFile, size: int) -> None:
         if size > MAX_FILE_BYTES:
-            raise pyfuse3.FUSEError(errno.EFBIG)
+            raise self._fail(pending, f"file too large (over {MAX_FILE_BYTES} bytes)",
+                             errno.EFBIG)
+        if size == 0:
+            pending.failed = None  # rewritten from empty: a fresh start
         del pending.data[size:]
         pending.data.extend(bytes(size - len(pending.data)))
 
@@ -122,6 +147,11 @@ class IngestBox:
 
     def closed(self, ontology: str, name: str, pending: PendingFile) -> None:
         pending.open_handles = max(0, pending.open_handles - 1)
+        if pending.failed is not None:
+            log.warning("not uploading %r into %r: %s", name, ontology, pending.failed)
+            self.jobs[(ontology, name)] = Job(ontology, name, status="failed",
+                                              error=f"not uploaded: {pending.failed}")
+            return
         if pending.open_handles == 0 and not is_temporary(name):
             pending.upload_at = trio.current_time() + self.delay
             self._wake.set()
@@ -146,7 +176,12 @@ class IngestBox:
         if pending is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         self.files[dst] = pending
-        if pending.open_handles == 0 and not is_temporary(dst[1]):
+        job = self.jobs.get(src)
+        if job is not None and job.job_id is None:  # its failure travels with it
+            del self.jobs[src]
+            self.jobs[dst] = Job(dst[0], dst[1], status=job.status, error=job.error)
+        pending.upload_at = None  # renamed to a temporary name: never uploaded
+        if pending.failed is None and pending.open_handles == 0 and not is_temporary(dst[1]):
             pending.upload_at = trio.current_time() + self.delay
             self._wake.set()
 
@@ -157,7 +192,8 @@ class IngestBox:
         while True:
             now = trio.current_time()
             for key, pending in list(self.files.items()):
-                if pending.upload_at is not None and pending.upload_at <= now:
+                if pending.failed is None and pending.upload_at is not None \
+                        and pending.upload_at <= now:
                     pending.upload_at = None
                     await self._upload(key, pending)
             for job in list(self.jobs.values()):
@@ -173,7 +209,9 @@ class IngestBox:
         ontology, name = key
         job = self.jobs[key] = Job(ontology, name)
         try:
-            receipt = await self._client.ingest(ontology, name, bytes(pending.data))
+            receipt = await self._client.ingest(
+                self.server_name(ontology), name, bytes(pending.data),
+                image=name.lower().endswith(IMAGE_EXTENSIONS))
         except (errors.ServerUnreachable, errors.ServerTimeout, errors.ServerFault) as exc:
             log.warning("upload of %r into %r failed, retrying in %gs: %s", name, ontology,
                         RETRY_AFTER, exc)

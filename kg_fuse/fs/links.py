@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
-
 from kg_fuse.fs.queries import ONTOLOGY_DIR
 
 
@@ -11,17 +9,28 @@ def resolve_link_target(query_key: str, target: str, mountpoint: str) -> str | N
     """The ontology a link made in query directory ``query_key`` points at, or None.
 
     Relative targets resolve from the directory holding the link (so ``../ontology/X``
-    from a global query, ``../../ontology/X`` from a nested one); absolute ones must
-    point inside this mount.
+    from a global query, ``../../ontology/X`` from a nested one), as the kernel resolves
+    them: a ``..`` above the mount's root leaves the mount, so such a link is refused
+    (``normpath`` would clamp it to the root and accept it). Absolute targets must point
+    inside this mount.
     """
     if target.startswith("/"):
         root = mountpoint.rstrip("/") + "/"
         if not mountpoint or not target.startswith(root):
             return None
-        virtual = "/" + target[len(root):]
+        start, rest = [], target[len(root):]
     else:
-        virtual = posixpath.join("/" + query_key, target)
-    parts = [p for p in posixpath.normpath(virtual).split("/") if p]
+        start, rest = query_key.split("/"), target
+    parts = [p for p in start if p]
+    for part in rest.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None  # outside the mount
+            parts.pop()
+        else:
+            parts.append(part)
     if len(parts) == 2 and parts[0] == ONTOLOGY_DIR:
         return parts[1]
     return None

@@ -52,9 +52,10 @@ def parse_limit(data: bytes) -> int | None:
         return None
     if len(values) != 1 or not values[0].isascii() or not values[0].isdigit():
         raise InvalidSetting(f"not one whole number: {_short(values[0])}")
-    if len(values[0].lstrip("0")) > len(str(MAX_LIMIT)):  # before int(): 5,000 digits
+    digits = values[0].lstrip("0") or "0"
+    if len(digits) > len(str(MAX_LIMIT)):  # before int(), which fails on 5,000 digits
         raise InvalidSetting(f"limit out of range 1..{MAX_LIMIT}: {_short(values[0])}")
-    limit = int(values[0])
+    limit = int(digits)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidSetting(f"limit out of range 1..{MAX_LIMIT}: {limit}")
     return limit

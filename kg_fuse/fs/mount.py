@@ -35,6 +35,7 @@ class MountOptions:
     probe_timeout: float = 2.0
     ingest_delay: float = 2.0
     allow_ontology_delete: bool = False
+    allow_document_delete: bool = False
     debug_fuse: bool = False
 
 
@@ -92,8 +93,10 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
         service.results_cache.invalidate_all()
 
     ingest = IngestBox(client, delay=options.ingest_delay, on_ingested=ingested)
+    ingest.server_name = service.ontology_name = catalog.server_name
     operations = KgOperations(service, catalog, ingest, str(options.mountpoint),
-                              allow_ontology_delete=options.allow_ontology_delete)
+                              allow_ontology_delete=options.allow_ontology_delete,
+                              allow_document_delete=options.allow_document_delete)
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
     if options.debug_fuse:

@@ -13,7 +13,7 @@ import time
 import pyfuse3
 
 from kg_fuse.fs.attrs import Attributes
-from kg_fuse.fs.catalog import Catalog
+from kg_fuse.fs.catalog import Catalog, ontology_file_name
 from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
 from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
@@ -44,13 +44,15 @@ class KgOperations(pyfuse3.Operations):
     enable_writeback_cache = False
 
     def __init__(self, service: QueryService, catalog: Catalog, ingest: IngestBox,
-                 mountpoint: str = "", allow_ontology_delete: bool = False) -> None:
+                 mountpoint: str = "", allow_ontology_delete: bool = False,
+                 allow_document_delete: bool = False) -> None:
         super().__init__()
         self.service = service
         self.catalog = catalog
         self.ingest = ingest
         self.mountpoint = mountpoint
         self.allow_ontology_delete = allow_ontology_delete
+        self.allow_document_delete = allow_document_delete
         self.inodes = InodeTable()
         self.scratch = ScratchFiles()
         self.tree = Tree(service, catalog, ingest, self.inodes, self.scratch)
@@ -240,8 +242,8 @@ class KgOperations(pyfuse3.Operations):
         dir_name = decode_name(name)
         kind = parent.kind
         if kind is NodeKind.ONTOLOGY_ROOT:
-            if "/" in dir_name or not dir_name.strip() or dir_name.startswith("."):
-                raise pyfuse3.FUSEError(errno.EINVAL)
+            if ontology_file_name(dir_name) != dir_name:  # it would be listed otherwise
+                raise InvalidName(f"not a valid ontology directory name: {dir_name!r}")
             await self.catalog.create_ontology(dir_name)
             self._touch("")
             return await self._remember(
@@ -287,10 +289,17 @@ class KgOperations(pyfuse3.Operations):
         ontology = resolve_link_target(parent.owner, target_text, self.mountpoint)
         if ontology is None or not await self.tree.ontology_exists(ontology):
             raise pyfuse3.FUSEError(errno.EINVAL)
-        await self.service.add_link(query_path(parent.owner), Link(link_name, target_text,
-                                                                   ontology))
+        await self.service.add_link(query_path(parent.owner), Link(
+            link_name, target_text, self.catalog.server_name(ontology)))
         self._touch(parent.owner)
         return await self._remember(self.inodes.ensure(NodeKind.LINK, parent.owner, link_name))
+
+    @handler
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        """FIFOs, sockets and devices have no meaning here (``mkfifo``: EPERM)."""
+        decode_name(name)
+        raise _eperm()
 
     # -- files ------------------------------------------------------------------------------
 
@@ -434,6 +443,9 @@ class KgOperations(pyfuse3.Operations):
             self.ingest.remove(ontology_of(child.owner), file_name)
         elif child.kind is NodeKind.LINK:
             await self.service.remove_link(query_path(child.owner), child.name)
+        elif child.kind is NodeKind.DOCUMENT_FILE and self.allow_document_delete:
+            await self.catalog.delete_document(child.name)
+            self.service.results_cache.invalidate_all()
         elif child.kind.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 import trio
@@ -69,6 +70,8 @@ class QueryService:
                                          on_default=self.server_default.observe,
                                          retry_after=min(poll_interval, 5.0))
         self.server_error: str | None = None
+        # an ontology directory's name -> the server's name (set by the mount)
+        self.ontology_name: Callable[[str], str] = lambda name: name
         self._epoch: int | None = None
         self._save_lock = trio.Lock()
         self._dirty_default = False
@@ -107,8 +110,13 @@ class QueryService:
             query.threshold, query.auto_adjusted, self.server_default.value
         )
 
+    def _scope(self, path: QueryPath) -> str | None:
+        """The server's name of the ontology a scoped query searches in."""
+        scope = scope_of(path)
+        return None if scope is None else self.ontology_name(scope)
+
     def plan(self, query: SavedQuery) -> QueryPlan:
-        scope = scope_of(query.path)
+        scope = self._scope(query.path)
         levels = []
         for level in self.chain(query):
             ontologies = tuple(sorted({link.ontology for link in level.links}))
@@ -171,7 +179,7 @@ class QueryService:
 
     async def _probe(self, query: SavedQuery) -> SavedQuery:
         assert query.threshold is not None
-        scope = scope_of(query.path)
+        scope = self._scope(query.path)
         try:
             with trio.fail_after(self.probe_timeout):
                 response = await self.client.search(

@@ -7,7 +7,14 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI
 
-from kg_fuse.server import routes_admin, routes_catalog, routes_ingest, routes_query
+from kg_fuse.server import (
+    limits,
+    routes_admin,
+    routes_catalog,
+    routes_documents,
+    routes_ingest,
+    routes_query,
+)
 from kg_fuse.server.deps import AppContext
 from kg_fuse.server.jobs import JobRunner
 from kg_fuse.server.service import KnowledgeGraph
@@ -30,6 +37,8 @@ def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
     ctx.jobs = JobRunner(graph)
     ctx.jobs.fail_interrupted()
     app.state.ctx = ctx
-    for module in (routes_admin, routes_catalog, routes_ingest, routes_query):
+    limits.install(app)
+    for module in (routes_admin, routes_catalog, routes_documents, routes_ingest,
+                   routes_query):
         app.include_router(module.router)
     return app

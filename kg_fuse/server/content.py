@@ -71,12 +71,17 @@ def delete_ontology(store: Store, name: str) -> dict[str, int] | None:
             "orphaned_concepts_deleted": int(orphans)}
 
 
-def delete_document(store: Store, document_id: str) -> None:
-    """Remove one document (re-ingest with force) and the concepts only it supported."""
+def delete_document(store: Store, document_id: str) -> dict[str, int] | None:
+    """Remove one document and the concepts only it supported; None when unknown."""
     with store.transaction(content_change=True) as conn:
-        conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
-        conn.execute(
-            "DELETE FROM concepts WHERE id NOT IN (SELECT DISTINCT concept_id FROM instances)")
+        sources = conn.execute("SELECT COUNT(*) FROM chunks WHERE document_id = ?",
+                               (document_id,)).fetchone()[0]
+        if not conn.execute("DELETE FROM documents WHERE id = ?", (document_id,)).rowcount:
+            return None
+        orphans = conn.execute(
+            "DELETE FROM concepts WHERE id NOT IN (SELECT DISTINCT concept_id FROM instances)"
+        ).rowcount
+    return {"sources_deleted": int(sources), "orphaned_concepts_deleted": int(orphans)}
 
 
 def write_documents(store: Store, docs: Iterable[DocumentSpec],

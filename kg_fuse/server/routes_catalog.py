@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 
+from kg_fuse.limits import MAX_NAME_CHARS
 from kg_fuse.server.auth import Principal
 from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
 from kg_fuse.server.schemas import (
@@ -82,9 +83,9 @@ def _resolve_parent(store: Store, parent: str, kind: str | None) -> tuple[str, s
 def catalog_children(
     ctx: Ctx,
     _user: User,
-    parent: str | None = None,
+    parent: Annotated[str | None, Query(max_length=MAX_NAME_CHARS)] = None,
     parent_kind: Literal["ontology", "document"] | None = None,
-    q: str | None = None,
+    q: Annotated[str | None, Query(max_length=MAX_NAME_CHARS)] = None,
     sort: Literal["name", "child_count", "created"] = "name",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, UploadFile
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from kg_fuse.limits import MAX_INGEST_BYTES, MAX_NAME_CHARS, shown
 from kg_fuse.server import content
 from kg_fuse.server.auth import Principal
 from kg_fuse.server.corpus import content_hash
@@ -40,7 +41,7 @@ def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> Ontolo
     except FileExistsError:
         raise HTTPException(status_code=409,
                             detail=f"Ontology '{body.name}' already exists") from None
-    log.info("%s created ontology %r", user.client_id, body.name)
+    log.info("%s created ontology %s", user.client_id, shown(body.name))
     return ontology_info(body.name, ctx, user)
 
 
@@ -49,7 +50,7 @@ def delete_ontology(name: str, ctx: Ctx, user: User) -> OntologyDeleteResponse:
     result = ctx.graph.remove_ontology(name)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Ontology '{name}' not found")
-    log.info("%s deleted ontology %r", user.client_id, name)
+    log.info("%s deleted ontology %s", user.client_id, shown(name))
     return OntologyDeleteResponse(ontology=name, deleted=True, **result)
 
 
@@ -58,13 +59,16 @@ async def ingest(
     ctx: Ctx,
     user: User,
     file: Annotated[UploadFile, File()],
-    ontology: Annotated[str, Form(min_length=1)],
-    filename: Annotated[str | None, Form()] = None,
+    ontology: Annotated[str, Form(min_length=1, max_length=MAX_NAME_CHARS)],
+    filename: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
     force: Annotated[bool, Form()] = False,
     auto_approve: Annotated[bool, Form()] = False,
 ) -> IngestResponse | JSONResponse:
     """Queue a text document; the same content twice is a duplicate unless ``force``."""
-    raw = await file.read()
+    raw = await file.read(MAX_INGEST_BYTES + 1)
+    if len(raw) > MAX_INGEST_BYTES:
+        raise HTTPException(status_code=413,
+                            detail=f"File too large (limit {MAX_INGEST_BYTES} bytes)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -92,8 +96,8 @@ async def ingest(
             return JSONResponse(dup.model_dump())
     job_id = await run_in_threadpool(jobs.insert, digest, name, ontology, user.client_id)
     jobs.start(job_id, text, name, ontology)
-    log.info("%s queued %s for ontology %r as %s (auto_approve=%s)", user.client_id, name,
-             ontology, job_id, auto_approve)
+    log.info("%s queued %s for ontology %s as %s (auto_approve=%s)", user.client_id,
+             shown(name), shown(ontology), job_id, auto_approve)
     return IngestResponse(job_id=job_id, status="pending", content_hash=digest,
                           message="Job queued; the embedded server approves jobs "
                                   "automatically")

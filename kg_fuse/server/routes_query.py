@@ -14,6 +14,7 @@ from typing import Annotated
 import anyio.to_thread
 from fastapi import APIRouter, Depends, HTTPException
 
+from kg_fuse.limits import shown
 from kg_fuse.server.auth import Principal
 from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
 from kg_fuse.server.schemas import (
@@ -72,8 +73,8 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
 async def search(body: SearchRequest, ctx: Ctx, _user: User) -> SearchResponse:
     response = await anyio.to_thread.run_sync(_run_search, ctx.graph, body)
     sent = "omitted" if body.min_similarity is None else body.min_similarity
-    request_log.info("search min_similarity=%s threshold_used=%s count=%d query=%r",
-                     sent, response.threshold_used, response.count, body.query)
+    request_log.info("search min_similarity=%s threshold_used=%s count=%d query=%s",
+                     sent, response.threshold_used, response.count, shown(body.query))
     return response
 
 

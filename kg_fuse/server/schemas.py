@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kg_fuse.limits import MAX_NAME_CHARS, MAX_QUERY_CHARS
+
 # -- auth / health / epoch ------------------------------------------------------------------
 
 
@@ -38,11 +40,11 @@ class EpochResponse(BaseModel):
 class SearchRequest(BaseModel):
     """``min_similarity`` omitted (or null) means: inherit the server default."""
 
-    query: str = Field(..., min_length=1)
+    query: str = Field(..., min_length=1, max_length=MAX_QUERY_CHARS)
     limit: int = Field(10, ge=1, le=100)
     min_similarity: float | None = Field(None, ge=0.0, le=1.0)
     offset: int = Field(0, ge=0)
-    ontology: str | None = None
+    ontology: str | None = Field(None, max_length=MAX_NAME_CHARS)
     include_evidence: bool = False
     include_grounding: bool = True
     include_diversity: bool = False
@@ -201,8 +203,8 @@ class OntologyInfoResponse(BaseModel):
 
 
 class OntologyCreateRequest(BaseModel):
-    name: str = Field(..., min_length=1)
-    description: str = ""
+    name: str = Field(..., min_length=1, max_length=MAX_NAME_CHARS)
+    description: str = Field("", max_length=MAX_QUERY_CHARS)
 
 
 class OntologyDeleteResponse(BaseModel):
@@ -279,3 +281,27 @@ class ThresholdUpdate(BaseModel):
 class ThresholdUpdateResponse(BaseModel):
     key: str
     threshold: float
+
+
+# -- documents (the platform client's endpoints) ------------------------------------------
+
+
+class DocumentConcept(BaseModel):
+    concept_id: str
+    name: str
+    source_id: str
+    instance_count: int
+
+
+class DocumentConceptsResponse(BaseModel):
+    document_id: str
+    filename: str
+    concepts: list[DocumentConcept]
+    total: int
+
+
+class DocumentDeleteResponse(BaseModel):
+    document_id: str
+    deleted: bool
+    sources_deleted: int
+    orphaned_concepts_deleted: int

@@ -165,10 +165,12 @@ class KnowledgeGraph:
                 self.reload_index()
             return result
 
-    def remove_document(self, document_id: str) -> None:
+    def remove_document(self, document_id: str) -> dict[str, int] | None:
         with self._write_lock:
-            content.delete_document(self.store, document_id)
-            self.reload_index()
+            result = content.delete_document(self.store, document_id)
+            if result is not None:
+                self.reload_index()
+            return result
 
     # -- start-up ----------------------------------------------------------------------
 

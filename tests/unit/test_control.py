@@ -116,3 +116,44 @@ def test_truncate_setattr_commits_empty_even_after_a_write():
     session.truncate()
     assert bytes(session.buffer) == b""
     assert session.commits_empty_on_release
+
+
+# -- the session as a transaction -------------------------------------------------------
+
+
+def test_nothing_is_due_until_something_changed():
+    session = WriteSession.begin(CURRENT, os.O_RDWR)
+    assert session.due() is None
+
+
+def test_a_truncating_open_alone_is_due_as_empty():
+    assert WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC).due() == b""
+
+
+def test_after_a_refused_last_write_nothing_is_due():
+    session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
+    with pytest.raises(InvalidThreshold):
+        write(session, 0, b"1.5\n")
+    session.refuse()
+    assert session.due() is None
+    # a later accepted write makes the session's final content valid again
+    write(session, 0, b"0.4\n")
+    assert session.due() == b"0.4\n"
+
+
+def test_committed_content_is_not_due_twice():
+    session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
+    write(session, 0, b"0.4\n")
+    session.committed()
+    assert session.due() is None
+
+
+def test_oversized_content_is_refused_before_parsing():
+    from kg_fuse.fs.control import CONTROL_MAX_BYTES, ContentTooLarge
+
+    session = WriteSession.begin(b"", os.O_WRONLY | os.O_TRUNC)
+    with pytest.raises(ContentTooLarge):
+        session.candidate(0, b"x" * (CONTROL_MAX_BYTES + 1))
+    assert session.refused and session.due() is None
+    with pytest.raises(ContentTooLarge):  # a write far past the end, too
+        session.candidate(10**12, b"x")

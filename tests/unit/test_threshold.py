@@ -216,3 +216,9 @@ def test_rendered_file_mentions_the_server_default_only_in_comments():
     value_lines = [ln for ln in body.splitlines() if ln.strip() and not ln.startswith("#")]
     assert value_lines == ["inherit"]
     assert any("0.47" in ln for ln in body.splitlines() if ln.startswith("#"))
+
+
+def test_five_thousand_digits_is_refused_with_a_short_message():
+    with pytest.raises(InvalidThreshold) as exc:
+        parse_threshold_file(b"9" * 5000)
+    assert len(str(exc.value)) < 100

@@ -1,0 +1,114 @@
+"""Request size caps: a body over its route's cap is refused with 413 before it is read
+into memory, and validation errors echo at most a prefix of the hostile input."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kg_fuse.limits import (
+    LOG_PREFIX_CHARS,
+    MAX_BODY_BYTES,
+    MAX_INGEST_BYTES,
+    MULTIPART_OVERHEAD,
+    shown,
+)
+
+log = logging.getLogger(__name__)
+
+_UPLOAD_PATHS = ("/ingest", "/ingest/image")
+
+
+def body_cap(path: str) -> int:
+    if path in _UPLOAD_PATHS:
+        return MAX_INGEST_BYTES + MULTIPART_OVERHEAD
+    return MAX_BODY_BYTES
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _too_large(cap: int) -> JSONResponse:
+    return JSONResponse({"detail": f"Request body too large (limit {cap} bytes)"},
+                        status_code=413)
+
+
+class BodySizeLimit:
+    """ASGI middleware: 413 when Content-Length or the streamed body exceeds the cap."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        cap = body_cap(scope["path"])
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = cap + 1
+                if declared > cap:
+                    log.info("refused a %s-byte body to %s", shown(value, 20),
+                             shown(scope["path"], 100))
+                    await _too_large(cap)(scope, receive, send)
+                    return
+        received = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > cap:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await _too_large(cap)(scope, receive, send)
+
+
+def _short_input(value: Any) -> Any:
+    if isinstance(value, str | bytes) and len(value) > LOG_PREFIX_CHARS:
+        return value[:LOG_PREFIX_CHARS]
+    if isinstance(value, dict):
+        return {k: _short_input(v) for k, v in list(value.items())[:20]}
+    if isinstance(value, list):
+        return [_short_input(v) for v in value[:20]]
+    return value
+
+
+async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    """The platform's 422 shape, with each echoed ``input`` cut to a prefix."""
+    errors = []
+    for error in exc.errors()[:20]:
+        error = dict(error)
+        if "input" in error:
+            error["input"] = _short_input(error["input"])
+        if "ctx" in error:
+            error["ctx"] = json.loads(json.dumps(error["ctx"], default=str))
+        errors.append(error)
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
+def install(app: FastAPI) -> None:
+    app.add_middleware(BodySizeLimit)
+    app.add_exception_handler(RequestValidationError, validation_error)

@@ -1,0 +1,109 @@
+"""The document endpoints the platform's own FUSE client calls besides ``/content``:
+its concepts (the client's tags), deleting it, image ingestion and a source's image."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, UploadFile
+from starlette.concurrency import run_in_threadpool
+
+from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
+from kg_fuse.server.auth import Principal
+from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
+from kg_fuse.server.schemas import (
+    DocumentConcept,
+    DocumentConceptsResponse,
+    DocumentDeleteResponse,
+)
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(route_class=AuthFirstRoute)
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+User = Annotated[Principal, Depends(require_user)]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
+NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has no vision "
+                   "model to describe images. Ingest a text or Markdown description instead.")
+
+_CONCEPTS = """
+SELECT i.concept_id, COALESCE(NULLIF(k.label, ''), i.concept_id) AS name, i.source_id,
+       COUNT(*) AS instance_count
+FROM instances i JOIN chunks c ON c.source_id = i.source_id
+JOIN concepts k ON k.id = i.concept_id
+WHERE c.document_id = ?
+GROUP BY i.concept_id, i.source_id
+ORDER BY instance_count DESC, name, i.concept_id, i.source_id
+"""
+
+
+@router.get("/documents/{document_id}/concepts", response_model=DocumentConceptsResponse)
+def document_concepts(document_id: str, ctx: Ctx, _user: User) -> DocumentConceptsResponse:
+    """One row per (concept, source) pair of the document, most instances first."""
+    store = ctx.graph.store
+    row = store.query_one("SELECT filename FROM documents WHERE id = ?", (document_id,))
+    if row is None:
+        raise HTTPException(status_code=404, detail=f"Document not found: {document_id}")
+    concepts = [DocumentConcept(**dict(r)) for r in store.query(_CONCEPTS, (document_id,))]
+    return DocumentConceptsResponse(document_id=document_id,
+                                    filename=row["filename"] or "unknown",
+                                    concepts=concepts, total=len(concepts))
+
+
+@router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
+def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteResponse:
+    """The document, its chunks and evidence, and the concepts left without evidence."""
+    result = ctx.graph.remove_document(document_id)
+    if result is None:
+        raise HTTPException(status_code=404, detail=f"Document '{document_id}' not found")
+    log.info("%s deleted document %s", user.client_id, shown(document_id, 80))
+    return DocumentDeleteResponse(document_id=document_id, deleted=True, **result)
+
+
+@router.post("/ingest/image")
+async def ingest_image(
+    _ctx: Ctx,
+    user: User,
+    file: Annotated[UploadFile, File()],
+    ontology: Annotated[str, Form(min_length=1, max_length=MAX_NAME_CHARS)],
+    filename: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
+    force: Annotated[bool, Form()] = False,
+    auto_approve: Annotated[bool, Form()] = False,
+    source_type: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
+) -> None:
+    """The platform's validation, in its order, then a refusal: no vision model here."""
+    name = filename or file.filename
+    if not name:
+        raise HTTPException(status_code=400, detail="Filename is required")
+    ext = os.path.splitext(name)[1].lower()
+    if ext not in IMAGE_EXTENSIONS:
+        raise HTTPException(status_code=400, detail=(
+            f"Unsupported image format: {shown(ext, 20)}. Supported: "
+            + ", ".join(IMAGE_EXTENSIONS)))
+    size = len(await file.read(MAX_IMAGE_BYTES + 1))
+    if size > MAX_IMAGE_BYTES:
+        raise HTTPException(status_code=400, detail=(
+            f"Image too large: more than {MAX_IMAGE_BYTES // (1024 * 1024)} MB "
+            f"(limit {MAX_IMAGE_BYTES} bytes)"))
+    if size < MIN_IMAGE_BYTES:
+        raise HTTPException(status_code=400, detail=(
+            f"Image too small: {size} bytes (at least {MIN_IMAGE_BYTES})"))
+    log.info("%s: refused image %s for ontology %s: no vision model", user.client_id,
+             shown(name, 80), shown(ontology, 80))
+    raise HTTPException(status_code=400, detail=NO_VISION_MODEL)
+
+
+@router.get("/sources/{source_id}/image")
+async def source_image(source_id: str, ctx: Ctx, _user: User) -> None:
+    row = await run_in_threadpool(
+        ctx.graph.store.query_one,
+        "SELECT d.content_type FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "WHERE c.source_id = ?", (source_id,))
+    if row is None or row["content_type"] == "image":  # no image bytes are ever stored
+        raise HTTPException(status_code=404, detail=f"Source not found: {source_id}")
+    raise HTTPException(status_code=400, detail=(
+        f"Source {source_id} is not an image (content_type={row['content_type']!r})"))

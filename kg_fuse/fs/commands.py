@@ -151,21 +151,21 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
 
 
 def _mount_state(mountpoint: Path) -> str:
-    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted'."""
+    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted[ (why)]'."""
     try:
         os.statvfs(mountpoint)  # always reaches the filesystem process (no kernel cache)
     except OSError as exc:
         if exc.errno == 107:  # ENOTCONN: the filesystem process died
             return "dead"
-        raise
+        return f"not mounted ({(exc.strerror or str(exc)).lower()})"  # e.g. no such path
     return "mounted" if os.path.ismount(mountpoint) else "not mounted"
 
 
 def cmd_unmount(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
     state = _mount_state(mountpoint)
-    if state == "not mounted":
-        print(f"kg-fuse: {mountpoint} is not mounted", file=sys.stderr)
+    if state.startswith("not mounted"):
+        print(f"kg-fuse: {mountpoint} is {state}", file=sys.stderr)
         return 1
     flags = ["-u", "-z"] if state == "dead" else ["-u"]
     result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False)

@@ -207,14 +207,21 @@ class KnowledgeGraph:
     def _stdlib_docs(self, modules: list[str] | None) -> tuple[dict | None,
                                                                list[DocumentSpec]]:
         """The stdlib documents still to store, and the marker to record once stored."""
-        from kg_fuse.server.corpus.stdlib import build_stdlib_corpus
+        from kg_fuse.server.corpus.stdlib import CORPUS_VERSION, build_stdlib_corpus
 
-        wanted = {"corpus": "stdlib", "modules": sorted(modules) if modules else None}
+        wanted = {"corpus": "stdlib", "modules": sorted(modules) if modules else None,
+                  "version": CORPUS_VERSION}
         marker = self.store.get_json_setting(STDLIB_MARKER_KEY)
         if marker == wanted:
             log.info("stdlib corpus already in the store (%s modules)",
                      len(modules) if modules else "all")
             return None, []
+        if isinstance(marker, dict) and marker.get("modules") == wanted["modules"]:
+            # An older build of the same corpus: documents are keyed by content, so only
+            # what the newer builder adds (compiled modules, built-ins) is stored.
+            log.info("upgrading the stdlib corpus from version %s to %s",
+                     marker.get("version", 1), CORPUS_VERSION)
+            return wanted, build_stdlib_corpus(modules)
         if marker is not None:
             log.warning("store holds a stdlib corpus built with modules=%s; keeping it "
                         "(use a fresh --data-dir to change it)", marker.get("modules"))

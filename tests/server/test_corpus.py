@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from kg_fuse.server import content
+from kg_fuse.server.corpus import live
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.corpus.stdlib import build_stdlib_corpus
 from kg_fuse.server.store import Store
@@ -75,3 +80,85 @@ def test_concept_details_carry_the_signature(http: httpx.Client) -> None:
     assert "fnmatch.filter" in by_label
     body = http.get(f"/query/concept/{by_label['fnmatch.filter']}").json()
     assert body["signature"] == "filter(names, pat)"
+
+
+# -- the compiled half: built-ins and C modules, read in a child process ------------------
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict:
+    modules = ["builtins", "math", "zlib", "os", "posix", "posixpath", "itertools", "csv"]
+    return _concepts(modules)
+
+
+def test_c_implemented_apis_are_concepts_with_signatures(compiled: dict) -> None:
+    expected = {
+        "sorted": "sorted(iterable, /, *, key=None, reverse=False)",
+        "len": "len(obj, /)",
+        "list.sort": "sort(self, /, *, key=None, reverse=False)",
+        "dict.get": "get(self, key, default=None, /)",
+        "math.sqrt": "sqrt(x, /)",
+        "zlib.compress": "compress(data, /, level=-1, wbits=15)",
+        "os.listdir": "listdir(path=None)",
+    }
+    for label, signature in expected.items():
+        assert compiled[label].signature == signature, label
+    assert compiled["str.split"].description.startswith("Return a list of the substrings")
+    assert compiled["itertools.chain"].description
+    # Documented in the doc's first line when inspect cannot say: still a signature.
+    assert compiled["max"].signature.startswith("max(iterable")
+    assert not compiled["max"].description.startswith("max(")
+    assert compiled["csv.reader"].description  # _csv.reader, labelled where users import it
+
+
+def test_reexports_become_one_concept(compiled: dict) -> None:
+    assert "os.listdir" in compiled and "posix.listdir" not in compiled
+    assert "posixpath.join" in compiled and "os.path.join" not in compiled
+    assert not any(label.startswith(("builtins.", "_")) for label in compiled)
+    # Undocumented and private members stay out.
+    assert not any(label.rsplit(".", 1)[-1].startswith("_") for label in compiled)
+
+
+def test_corpus_building_imports_nothing_in_the_calling_process() -> None:
+    code = (
+        "import sys\n"
+        "from kg_fuse.server.corpus.stdlib import build_stdlib_corpus\n"
+        "before = set(sys.modules)\n"
+        "docs = build_stdlib_corpus()\n"
+        "labels = {c.label for d in docs for c in d.concepts}\n"
+        "assert {'sorted', 'str.split', 'math.sqrt', 'zlib.compress'} <= labels\n"
+        "new = sorted(set(sys.modules) - before)\n"
+        "watched = ['tkinter', 'turtle', 'antigravity', 'this', 'idlelib', 'curses',\n"
+        "           'readline', 'sqlite3', 'zlib', 'webbrowser', 'ssl', 'pty', 'mailbox']\n"
+        "print([m for m in watched if m in new])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_denied_modules_are_never_handed_to_the_worker(monkeypatch) -> None:
+    spawned: list[list[str]] = []
+    real_spawn = live._spawn
+    monkeypatch.setattr(live, "_spawn", lambda mods: spawned.append(mods) or real_spawn(mods))
+    found = live.read_modules(["tkinter", "antigravity", "this", "_thread", "colorsys"])
+    assert spawned == [["colorsys"]] and set(found) == {"colorsys"}
+    assert "tkinter" not in live.public_modules(["tkinter.ttk", "json"])
+
+
+def test_a_hanging_import_is_skipped_after_its_deadline(monkeypatch, caplog) -> None:
+    """Fault injection: a worker that announces a module and never finishes it."""
+    hang = ("import json, sys, time\n"
+            "print(json.dumps({'begin': 'slowmod'}), flush=True)\n"
+            "time.sleep(60)\n")
+
+    def spawn(modules: list[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", hang], stdout=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+
+    monkeypatch.setattr(live, "_spawn", spawn)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        assert live.read_modules(["slowmod"], module_deadline=1.0) == {}
+    assert time.monotonic() - started < 30
+    assert "importing slowmod took over 1 s" in caplog.text

@@ -11,6 +11,7 @@ from __future__ import annotations
 FALLBACK_CHAPTER = "Other Standard Library Modules"
 
 CHAPTERS: dict[str, tuple[str, ...]] = {
+    "Built-in Functions, Types and Exceptions": ("builtins",),
     "Text Processing Services": (
         "string", "re", "difflib", "textwrap", "unicodedata", "stringprep", "readline",
         "rlcompleter",
@@ -62,7 +63,7 @@ CHAPTERS: dict[str, tuple[str, ...]] = {
     ),
     "Software Packaging and Distribution": ("venv", "zipapp"),
     "Python Runtime Services": (
-        "sys", "sysconfig", "builtins", "warnings", "dataclasses", "contextlib", "abc",
+        "sys", "sysconfig", "warnings", "dataclasses", "contextlib", "abc",
         "atexit", "traceback", "gc", "inspect", "site",
     ),
     "Custom Python Interpreters": ("code", "codeop"),

@@ -1,9 +1,11 @@
-"""The built-in corpus: the standard library's own docstrings, read with ``ast``.
+"""The built-in corpus: the standard library's own docstrings and signatures.
 
-Modules are parsed, never imported: importing the whole standard library would run
-arbitrary module-level code (GUI toolkits, platform probes, deprecation warnings).
-Each module is a document whose content is its source text; every public class,
-function and method with a docstring becomes a concept.
+Modules with source are parsed with ``ast``, never imported in the server: each is a
+document whose content is its source text, and every public class, function and method
+with a docstring becomes a concept (labelled ``module.name``, ``module.Class.method``).
+What has no source (built-ins, methods of built-in types, C modules and C functions
+re-exported by Python modules) is then read from live objects in a child process, see
+:mod:`kg_fuse.server.corpus.live`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ast
 import copy
 import logging
 import re
+import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -38,6 +41,9 @@ SKIPPED_TOP_LEVEL = frozenset({
 SKIPPED_PARTS = frozenset({"test", "tests", "idle_test", "__main__", "__pycache__"})
 
 EXAMPLES_MAX_CHARS = 2000
+#: Bumped when the builder adds kinds of concepts; a store built by an older version
+#: gains the new documents at the next start (2: compiled modules and built-ins).
+CORPUS_VERSION = 2
 
 _PARAGRAPH_SPLIT = re.compile(r"\n\s*\n")
 _WHITESPACE = re.compile(r"\s+")
@@ -231,19 +237,29 @@ def parse_module(module: str, path: Path, root: Path | None = None) -> DocumentS
     return doc if doc.concepts else None
 
 
-def build_stdlib_corpus(modules: Iterable[str] | None = None,
-                        root: Path | None = None) -> list[DocumentSpec]:
-    """Document specs for the whole public stdlib, or only the named modules."""
+def build_stdlib_corpus(modules: Iterable[str] | None = None, root: Path | None = None,
+                        live: bool = True) -> list[DocumentSpec]:
+    """Document specs for the whole public stdlib, or only the named modules.
+
+    Source modules are parsed (:class:`_ModuleParser`); then, with ``live``, every module
+    is read from its live objects in a child process (:mod:`.live`) for what has no
+    source: built-ins, methods of built-in types, C functions and classes.
+    """
+    from kg_fuse.server.corpus import live as live_corpus
+
     root = root or stdlib_dir()
     available = discover_modules(root)
     if modules is not None:
         wanted = list(dict.fromkeys(modules))
-        missing = [m for m in wanted if m not in available]
+        missing = [m for m in wanted if m not in available
+                   and m.split(".")[0] not in sys.stdlib_module_names]
         if missing:
-            raise ValueError(f"not standard-library source modules: {', '.join(missing)}")
-        selected = {m: available[m] for m in wanted}
+            raise ValueError(f"not standard-library modules: {', '.join(missing)}")
+        selected = {m: available[m] for m in wanted if m in available}
+        to_describe = [m for m in wanted if not live_corpus.denied(m)]
     else:
         selected = available
+        to_describe = live_corpus.public_modules(available)
     docs: list[DocumentSpec] = []
     seen_hashes: set[str] = set()
     for module, path in selected.items():
@@ -252,6 +268,11 @@ def build_stdlib_corpus(modules: Iterable[str] | None = None,
             continue
         seen_hashes.add(doc.id)
         docs.append(doc)
-    log.info("parsed %d stdlib modules into %d concepts", len(docs),
-             sum(len(d.concepts) for d in docs))
+    parsed = len(docs)
+    if live and to_describe:
+        described = live_corpus.read_modules(to_describe)
+        labels = {c.label for d in docs for c in d.concepts}
+        docs += live_corpus.live_documents(described, labels, {d.name for d in docs})
+    log.info("stdlib corpus: %d modules parsed, %d read live, %d concepts", parsed,
+             len(docs) - parsed, sum(len(d.concepts) for d in docs))
     return docs

@@ -162,3 +162,13 @@ def test_a_hanging_import_is_skipped_after_its_deadline(monkeypatch, caplog) -> 
         assert live.read_modules(["slowmod"], module_deadline=1.0) == {}
     assert time.monotonic() - started < 30
     assert "importing slowmod took over 1 s" in caplog.text
+
+
+def test_docstrings_that_say_nothing_are_not_concepts() -> None:
+    concepts = _concepts(["ast", "csv", "signal"])
+    assert "ast.Eq" not in concepts  # docstring "Eq"
+    assert "ast.BinOp" not in concepts  # docstring is only its grammar line
+    assert "signal.Signals" not in concepts  # "An enumeration."
+    assert "ast.parse" in concepts and "signal.signal" in concepts
+    writer = concepts["csv.writer"]
+    assert writer.description.startswith('The "fileobj" argument')  # past "[or]"

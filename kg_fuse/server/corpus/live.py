@@ -43,6 +43,7 @@ DENY_LIST = frozenset({
 MODULE_DEADLINE = 20.0  # seconds one import may take
 TOTAL_DEADLINE = 300.0
 BUILTINS = "builtins"
+BOILERPLATE = frozenset({"An enumeration."})
 #: Objects defined in these modules are labelled by the public module that wraps them.
 PREFERRED_HOME = {"posix": "os", "_io": "io", "posixpath": "os.path"}
 
@@ -151,9 +152,18 @@ def _split_doc(name: str, signature: str, doc: str) -> tuple[str, str, list[str]
     paras = paragraphs(doc)
     if paras and f"{name}(" in paras[0].splitlines()[0]:
         signature = signature or paras[0].splitlines()[0].strip()
-        if len(paras) > 1:
+        # Call lines, and alternatives between them ("[or]"), are not the description.
+        while len(paras) > 1 and (f"{name}(" in paras[0].splitlines()[0]
+                                  or paras[0].strip("[] ").lower() == "or"):
             paras.pop(0)
     return signature, first_paragraph("\n\n".join(paras[:1])), paras
+
+
+def _no_prose(name: str, signature: str, doc: str, description: str) -> bool:
+    """A docstring that says nothing: a bare call line (ast's node classes), the name
+    itself (``ast.Eq``: "Eq") or boilerplate every enum gets ("An enumeration.")."""
+    return (not description or " ".join(doc.split()) == signature
+            or description.rstrip(".").lower() == name.lower() or description in BOILERPLATE)
 
 
 @dataclass
@@ -180,8 +190,8 @@ class _Builder:
             return False
         name = label.rsplit(".", 1)[-1]
         signature, description, paras = _split_doc(name, signature, doc)
-        if not description or " ".join(doc.split()) == signature:
-            return False  # no prose: a bare call line such as ast's node classes
+        if _no_prose(name, signature, doc, description):
+            return False
         from kg_fuse.server.corpus.stdlib import EXAMPLES_MAX_CHARS
 
         spec = self._doc(module)

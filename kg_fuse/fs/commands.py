@@ -13,6 +13,7 @@ from pathlib import Path
 from kg_fuse import paths
 from kg_fuse.client.credentials import resolve_connection
 from kg_fuse.client.errors import KgError
+from kg_fuse.errors import CommandError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -22,27 +23,34 @@ READY_TIMEOUT = 30.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     mount = subparsers.add_parser(
         "mount", help="mount saved queries at MOUNTPOINT",
-        description="Mount the saved-query filesystem. Without --foreground it returns "
-                    "once the mount is ready (or failed, with the reason).")
-    mount.add_argument("mountpoint", type=Path)
-    mount.add_argument("--api-url", help="the API address (default: the embedded server's)")
+        description="Mount the saved-query filesystem at MOUNTPOINT, an empty directory. "
+                    "Without --foreground it returns once the mount is ready (or failed, "
+                    "with the reason). Saved queries persist per mountpoint. Needs a "
+                    "server: 'kg-fuse server start' for the embedded one, or --api-url.")
+    mount.add_argument("mountpoint", type=Path, help="an existing, empty directory")
+    mount.add_argument("--api-url", help="the API address (default: $KG_API_URL, else the "
+                       "embedded server's)")
     mount.add_argument("--client-id", help="OAuth client id (use with --client-secret-file)")
     mount.add_argument("--client-secret-file", help="file holding the OAuth client secret")
     mount.add_argument("--admin", action="store_true",
                        help="use the embedded server's admin client instead of the ordinary one")
-    mount.add_argument("--foreground", "-f", action="store_true", help="do not detach")
+    mount.add_argument("--foreground", "-f", action="store_true",
+                       help="stay attached until unmounted or Ctrl-C (systemd uses this)")
+    mount.add_argument("--nonempty", action="store_true",
+                       help="mount over a directory that holds files (they stay hidden, "
+                            "untouched, until unmount)")
     mount.add_argument("--poll-interval", type=float, default=5.0,
                        help="seconds between checks of the server's epoch and default "
-                            "threshold; a change refreshes listings (default 5)")
+                            "threshold; a change refreshes listings")
     mount.add_argument("--max-age", type=float, default=60.0,
-                       help="refetch a listing at least this often in seconds (default 60)")
+                       help="refetch a listing at least this often, in seconds")
     mount.add_argument("--timeout", type=float, default=5.0,
-                       help="deadline of each HTTP request in seconds (default 5)")
+                       help="deadline of each HTTP request, in seconds")
     mount.add_argument("--probe-timeout", type=float, default=2.0,
-                       help="deadline of the creation-time probe in seconds (default 2)")
+                       help="deadline of the creation-time probe, in seconds")
     mount.add_argument("--ingest-delay", type=float, default=2.0,
                        help="seconds between closing a file in ingest/ and its upload, "
-                            "during which rm cancels and mv redirects it (default 2)")
+                            "during which rm cancels and mv redirects it")
     mount.add_argument("--allow-ontology-delete", action="store_true",
                        help="let rmdir ontology/NAME delete the ontology on the server")
     mount.add_argument("--allow-document-delete", action="store_true",
@@ -53,12 +61,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
     mount.set_defaults(func=cmd_mount)
 
-    unmount = subparsers.add_parser("unmount", help="unmount, also a mount whose process died")
-    unmount.add_argument("mountpoint", type=Path)
+    unmount = subparsers.add_parser(
+        "unmount", help="unmount, also a mount whose process died",
+        description="Unmount MOUNTPOINT (also one whose process died: 'transport endpoint "
+                    "is not connected'). The embedded server keeps running, since other "
+                    "mounts may use it: add --stop-server, or run 'kg-fuse server stop'. "
+                    "A shell inside the mount keeps it busy: cd out first.")
+    unmount.add_argument("mountpoint", type=Path, help="where kg-fuse is mounted")
+    unmount.add_argument("--stop-server", action="store_true",
+                         help="also stop the embedded server started on this machine")
     unmount.set_defaults(func=cmd_unmount)
 
-    status = subparsers.add_parser("status", help="say whether MOUNTPOINT is mounted and alive")
-    status.add_argument("mountpoint", type=Path)
+    status = subparsers.add_parser(
+        "status", help="say whether MOUNTPOINT is mounted and alive",
+        description="Print whether MOUNTPOINT is mounted, not mounted, or dead (its "
+                    "process ended); exit 0 only when mounted. For the server: "
+                    "'kg-fuse server status'.")
+    status.add_argument("mountpoint", type=Path, help="the directory to check")
     status.set_defaults(func=cmd_status)
 
 
@@ -80,14 +99,19 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.resolve()
     if not mountpoint.is_dir():
-        print(f"kg-fuse: {mountpoint} is not a directory", file=sys.stderr)
-        return 2
+        what = "does not exist" if not mountpoint.exists() else "is not a directory"
+        raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
+    if os.path.ismount(mountpoint):
+        raise UsageError(f"{mountpoint} is already a mountpoint",
+                         hint=f"kg-fuse status {mountpoint}; kg-fuse unmount {mountpoint}")
+    if not args.nonempty and any(os.scandir(mountpoint)):
+        raise UsageError(f"{mountpoint} is not empty: mounting would hide its files",
+                         hint="use an empty directory, or add --nonempty")
     try:
         connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file,
                                         role="admin" if args.admin else "user")
     except (KgError, OSError) as exc:
-        print(f"kg-fuse: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc), hint="kg-fuse server start, or pass --api-url") from None
     if not args.foreground:
         return _mount_in_background(args, mountpoint)
 
@@ -130,6 +154,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     argv += ["--allow-ontology-delete"] if args.allow_ontology_delete else []
     argv += ["--allow-document-delete"] if args.allow_document_delete else []
     argv += ["--debug"] if args.debug else []
+    argv += ["--nonempty"] if args.nonempty else []
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
@@ -145,9 +170,9 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
         child.terminate()
     with open(log_file, encoding="utf-8", errors="replace") as f:
         f.seek(start)
-        reason = f.read().strip().splitlines()[-3:]
-    print(f"kg-fuse: mounting {mountpoint} failed:", *reason, sep="\n  ", file=sys.stderr)
-    return 1
+        reason = " | ".join(line.strip() for line in f.read().strip().splitlines()[-2:])
+    raise CommandError(f"mounting {mountpoint} failed: {reason or 'no reason logged'}",
+                       hint=f"see {log_file}")
 
 
 def _mount_state(mountpoint: Path) -> str:
@@ -169,6 +194,10 @@ def cmd_unmount(args: argparse.Namespace) -> int:
         return 1
     flags = ["-u", "-z"] if state == "dead" else ["-u"]
     result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False)
+    if result.returncode == 0 and args.stop_server:
+        from kg_fuse.server import lifecycle
+
+        return lifecycle.stop(None)
     return result.returncode
 
 

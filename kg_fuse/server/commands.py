@@ -8,14 +8,19 @@ to build its parser and must work without the server extra installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import logging
+import os
+import signal
 import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths
+from kg_fuse.errors import CommandError, UsageError
+from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
     from kg_fuse.server.service import KnowledgeGraph
@@ -35,42 +40,125 @@ def _modules(value: str) -> list[str]:
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where the store lives (default: the user data dir)")
+                        help="where the store, its pid file and log live "
+                             f"(default: {paths.server_dir()})")
 
 
 def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
     _add_store_options(parser)
     parser.add_argument("--corpus", choices=("stdlib", "none"), default="stdlib",
-                        help="build the Python standard-library corpus (default) or none")
+                        help="build the Python standard-library corpus, or none")
     parser.add_argument("--modules", type=_modules, default=None, metavar="M1,M2,...",
-                        help="restrict the stdlib corpus to these dotted module names")
+                        help="restrict the stdlib corpus to these dotted module names "
+                             "(default: all documented modules)")
     parser.add_argument("--ingest", type=Path, action="append", default=[], metavar="DIR",
                         help="add a folder of Markdown/text files (repeatable)")
     parser.add_argument("--ontology", default=None,
                         help="ontology for --ingest folders (default: the folder name)")
 
 
+def _add_listen_options(parser: argparse.ArgumentParser) -> None:
+    _add_corpus_options(parser)
+    parser.add_argument("--host", default=paths.DEFAULT_HOST,
+                        help="address to listen on (loopback unless --allow-remote)")
+    parser.add_argument("--port", type=_port, default=paths.DEFAULT_PORT,
+                        help="TCP port to listen on (0: any free port)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="allow a non-loopback --host (the API then leaves this machine)")
+
+
+def _port(value: str) -> int:
+    if not value.isdigit() or not 0 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (0..65535): {value!r}")
+    return int(value)
+
+
+# (option, attribute) pairs that ``server start`` passes on to ``serve``
+_SERVE_FORWARDED = (("--data-dir", "data_dir"), ("--corpus", "corpus"), ("--host", "host"),
+                    ("--port", "port"), ("--ontology", "ontology"))
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``serve``, ``index`` and ``calibrate`` to the ``kg-fuse`` command."""
-    serve = subparsers.add_parser("serve", help="run the embedded knowledge-graph server")
-    _add_corpus_options(serve)
-    serve.add_argument("--host", default=paths.DEFAULT_HOST)
-    serve.add_argument("--port", type=int, default=paths.DEFAULT_PORT)
-    serve.add_argument("--allow-remote", action="store_true",
-                       help="allow a non-loopback --host (the API then leaves this machine)")
+    """Add ``serve``, ``server``, ``index`` and ``calibrate`` to the ``kg-fuse`` command."""
+    serve = subparsers.add_parser(
+        "serve", help="run the embedded knowledge-graph server in the foreground",
+        description="Run the embedded server in the foreground until Ctrl-C or SIGTERM: "
+                    "build whatever the store lacks (first time: the corpus, a few "
+                    "minutes), calibrate the default threshold once, then serve the "
+                    "platform's HTTP API. It writes a pid file next to its store, so "
+                    "'kg-fuse server stop' stops it wherever it was started. For the "
+                    "background, use 'kg-fuse server start'.")
+    _add_listen_options(serve)
+    serve.add_argument("--log-file", type=Path, default=None,
+                       help="append the log (and progress) to this file (default: stderr)")
     serve.add_argument("--token-ttl", type=int, default=None, help=argparse.SUPPRESS)
     serve.set_defaults(func=serve_command)
 
-    index = subparsers.add_parser("index", help="build or refresh the server's store, then exit")
+    server = subparsers.add_parser(
+        "server", help="start, stop or check the embedded server in the background",
+        description="The embedded server in the background. 'start' runs 'kg-fuse serve' "
+                    "detached (log in the data directory) and returns once it answers; "
+                    "'stop' stops exactly the server its pid file names; 'status' says "
+                    "whether one runs (exit code 1 if not). Unmounting never stops the "
+                    "server: stop it here, or with 'kg-fuse unmount --stop-server'.")
+    actions = server.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                    title="actions")
+    start = actions.add_parser("start", help="start the server in the background",
+                               description="Start 'kg-fuse serve' in the background with "
+                                           "these options; return once it answers.")
+    _add_listen_options(start)
+    start.add_argument("--wait", type=float, default=900.0,
+                       help="seconds to wait for the server to answer (a first start "
+                            "builds the corpus)")
+    start.set_defaults(func=server_start_command)
+    stop = actions.add_parser("stop", help="stop the server started on this store",
+                              description="Stop the server named by the pid file (SIGTERM, "
+                                          "then SIGKILL after 30 s). Exit 0 also when none "
+                                          "runs.")
+    _add_store_options(stop)
+    stop.set_defaults(func=lambda args: lifecycle.stop(args.data_dir))
+    state = actions.add_parser("status", help="say whether the server runs, and where",
+                               description="Print the running server's address and pid; "
+                                           "exit 1 when none runs.")
+    _add_store_options(state)
+    state.set_defaults(func=lambda args: lifecycle.status(args.data_dir))
+
+    index = subparsers.add_parser(
+        "index", help="build or refresh the server's store, then exit",
+        description="Build whatever the store lacks (the corpus, its embeddings, the "
+                    "calibration) with a progress bar, then exit. A built store only "
+                    "needs checking: seconds.")
     _add_corpus_options(index)
     index.set_defaults(func=index_command)
 
     calibrate = subparsers.add_parser(
-        "calibrate", help="measure the noise floor and print the default-threshold table")
+        "calibrate", help="print the noise-floor measurement and the default threshold",
+        description="Print the calibration table: how similar gibberish queries score "
+                    "against the store, and the default threshold chosen above that noise. "
+                    "--show prints the stored table without loading the model.")
     _add_store_options(calibrate)
+    calibrate.add_argument("--show", action="store_true",
+                           help="print the stored calibration instead of measuring again")
     calibrate.add_argument("--write", action="store_true",
                            help="store the chosen default as the server's search threshold")
     calibrate.set_defaults(func=calibrate_command)
+
+
+def server_start_command(args: argparse.Namespace) -> int:
+    if not _is_loopback(args.host) and not args.allow_remote:
+        raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
+                         hint="add --allow-remote if the API should leave this machine")
+    argv: list[str] = []
+    for flag, attribute in _SERVE_FORWARDED:
+        value = getattr(args, attribute)
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.modules is not None:
+        argv += ["--modules", ",".join(args.modules)]
+    for folder in args.ingest:
+        argv += ["--ingest", str(folder.resolve())]
+    argv += ["--allow-remote"] if args.allow_remote else []
+    return lifecycle.start(argv, args.data_dir, args.wait)
 
 
 def _is_loopback(host: str) -> bool:
@@ -93,7 +181,7 @@ def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
 def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
     for folder in args.ingest:
         if not folder.is_dir():
-            raise SystemExit(f"kg-fuse: --ingest {folder}: not a directory")
+            raise UsageError(f"--ingest {folder}: not a directory")
     graph.prepare(corpus=args.corpus, modules=args.modules, ingest=list(args.ingest),
                   ontology=args.ontology, progress=True)
 
@@ -108,43 +196,63 @@ def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
 
 
+def _log_to(log_file: Path) -> None:
+    """Send this process's stdout and stderr (log, progress bars) to ``log_file``."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def serve_command(args: argparse.Namespace) -> int:
     """Open or build the store, calibrate if needed, then serve until interrupted."""
-    _setup_logging()
     if not _is_loopback(args.host) and not args.allow_remote:
-        print(f"kg-fuse serve: refusing to listen on non-loopback host {args.host!r} "
-              "without --allow-remote", file=sys.stderr)
-        return 2
+        raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
+                         hint="add --allow-remote if the API should leave this machine")
+    pid_file = paths.server_pid_path(args.data_dir)
+    lifecycle.refuse_second(pid_file)
     try:
         sock = _bind(args.host, args.port)
     except OSError as exc:
-        print(f"kg-fuse serve: cannot listen on {args.host}:{args.port}: {exc}",
-              file=sys.stderr)
-        return 1
+        raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}",
+                           hint="another server may use this port: kg-fuse server status, "
+                                "or pick one with --port") from None
+    if args.log_file is not None:
+        _log_to(args.log_file)
+    _setup_logging()
     import uvicorn
 
     from kg_fuse.server.app import create_app
     from kg_fuse.server.auth import ensure_credentials, token_ttl
 
+    port = sock.getsockname()[1]
+    url_host = f"[{args.host}]" if ":" in args.host else args.host
+    api_url = f"http://{url_host}:{port}"
+    # uvicorn re-raises SIGTERM after its clean shutdown; as SystemExit, the pid file and
+    # the store are closed on the way out (and a stop during the first build works too)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     graph = _open_graph(args.data_dir)
     try:
-        graph.embedder.load()
-        _prepare(graph, args)
-        port = sock.getsockname()[1]
-        url_host = f"[{args.host}]" if ":" in args.host else args.host
-        api_url = f"http://{url_host}:{port}"
-        ensure_credentials(graph.store, paths.server_credentials_path(), api_url)
-        app = create_app(graph, token_ttl(args.token_ttl))
-        log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
-                 api_url, graph.default_threshold())
-        config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on")
-        uvicorn.Server(config).run(sockets=[sock])
+        with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
+            graph.embedder.load()
+            _prepare(graph, args)
+            ensure_credentials(graph.store, paths.server_credentials_path(), api_url)
+            app = create_app(graph, token_ttl(args.token_ttl))
+            log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
+                     api_url, graph.default_threshold())
+            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on")
+            uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
         graph.store.close()
@@ -164,22 +272,44 @@ def index_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stored_report(db: Path) -> str | None:
+    """The calibration table the store keeps, read with sqlite3 alone (no model)."""
+    import json
+    import sqlite3
+
+    from kg_fuse.server.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
+
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT value FROM settings WHERE key = ?",
+                           (CALIBRATION_KEY,)).fetchone()
+    if row is None:
+        return None
+    fields = json.loads(row[0])
+    fields["probes"] = [tuple(p) for p in fields.get("probes", [])]
+    return format_report(CalibrationReport(**fields))
+
+
 def calibrate_command(args: argparse.Namespace) -> int:
     """Print the calibration table for the built store; ``--write`` stores the default."""
+    db = paths.server_db_path(args.data_dir)
+    if not db.exists():
+        raise CommandError(f"no store at {db}", hint="build it first: kg-fuse index")
+    if args.show:
+        report_text = _stored_report(db)
+        if report_text is None:
+            raise CommandError("the store holds no calibration yet",
+                               hint="kg-fuse calibrate --write")
+        print(report_text)
+        return 0
     _setup_logging()
     from kg_fuse.server.calibrate import format_report
 
-    db = paths.server_db_path(args.data_dir)
-    if not db.exists():
-        print(f"kg-fuse calibrate: no store at {db}; run 'kg-fuse index' first",
-              file=sys.stderr)
-        return 1
     graph = _open_graph(args.data_dir)
     try:
         graph.reload_index()
         if not len(graph.index):
-            print("kg-fuse calibrate: the store has no embedded concepts", file=sys.stderr)
-            return 1
+            raise CommandError("the store has no embedded concepts",
+                               hint="kg-fuse index")
         report = graph.calibrate(write=args.write)
         print(format_report(report))
         if args.write:
@@ -191,10 +321,9 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry point (``python -m kg_fuse.server.commands``)."""
-    parser = argparse.ArgumentParser(prog="kg-fuse")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    from kg_fuse.cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

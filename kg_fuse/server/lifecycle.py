@@ -1,0 +1,174 @@
+"""The embedded server in the background: a pid file, start, stop and status.
+
+``kg-fuse serve`` writes ``server.pid`` next to its store once it listens, and removes it
+when it exits, whoever started it (``kg-fuse server start``, systemd, a shell). The file
+records the process's start time as the kernel counts it, so ``stop`` signals exactly that
+server and never a later process that reused its pid. Light imports only: the
+filesystem-only install builds its parser from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kg_fuse import paths
+from kg_fuse.errors import CommandError
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """What the pid file says about a running server."""
+
+    pid: int
+    started: int  # the process start time in clock ticks (/proc/PID/stat field 22)
+    api_url: str
+    log_file: str = ""
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):  # gone, or a zombie not yet reaped
+        return None
+    return int(fields[19])
+
+
+def read_record(pid_file: Path) -> ServerRecord | None:
+    """The live server the pid file names, or None (no file, stale, or unreadable)."""
+    try:
+        record = ServerRecord(**json.loads(pid_file.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+    if _start_ticks(record.pid) != record.started:
+        return None
+    return record
+
+
+@contextlib.contextmanager
+def pid_file_held(pid_file: Path, api_url: str, log_file: str = "") -> Iterator[None]:
+    """Write the pid file for this process while the block runs; remove it after."""
+    pid = os.getpid()
+    started = _start_ticks(pid)
+    if started is None:
+        raise CommandError("cannot read this process's start time from /proc")
+    record = ServerRecord(pid, started, api_url, log_file)
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    temporary = pid_file.with_name(pid_file.name + f".{pid}")
+    temporary.write_text(json.dumps(asdict(record)) + "\n", encoding="utf-8")
+    os.replace(temporary, pid_file)
+    try:
+        yield
+    finally:
+        if read_record(pid_file) == record:
+            pid_file.unlink(missing_ok=True)
+
+
+def refuse_second(pid_file: Path) -> None:
+    """A second server on the same store would fight over it: say which one runs."""
+    running = read_record(pid_file)
+    if running is not None:
+        raise CommandError(
+            f"a server already runs on this store: pid {running.pid} at {running.api_url}",
+            hint="kg-fuse server stop")
+
+
+def _healthy(api_url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _tail(log_file: Path, start: int, lines: int = 3) -> str:
+    try:
+        with open(log_file, encoding="utf-8", errors="replace") as f:
+            f.seek(start)
+            tail = f.read().strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in tail)
+
+
+def start(serve_argv: list[str], data_dir: Path | None, wait: float) -> int:
+    """Run ``kg-fuse serve`` detached; return once it answers /health."""
+    pid_file = paths.server_pid_path(data_dir)
+    running = read_record(pid_file)
+    if running is not None:
+        print(f"kg-fuse: the server is already running at {running.api_url} "
+              f"(pid {running.pid})")
+        return 0
+    log_file = paths.server_log_path(data_dir)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    offset = log_file.stat().st_size if log_file.exists() else 0
+    argv = [sys.executable, "-m", "kg_fuse.cli", "serve", *serve_argv,
+            "--log-file", str(log_file)]
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        record = read_record(pid_file)
+        if record is not None and record.pid == child.pid and _healthy(record.api_url):
+            print(f"kg-fuse: the server is running at {record.api_url} (pid {child.pid}); "
+                  "stop it with: kg-fuse server stop")
+            return 0
+        if child.poll() is not None:
+            raise CommandError(f"the server exited with status {child.returncode}: "
+                               f"{_tail(log_file, offset)}", hint=f"see {log_file}")
+        time.sleep(0.2)
+    child.terminate()
+    raise CommandError(f"the server did not answer within {wait:.0f} s",
+                       hint=f"see {log_file}; a first start builds the corpus: raise --wait")
+
+
+def stop(data_dir: Path | None, timeout: float = STOP_TIMEOUT) -> int:
+    """SIGTERM the server named by the pid file, wait for it; SIGKILL after ``timeout``."""
+    pid_file = paths.server_pid_path(data_dir)
+    record = read_record(pid_file)
+    if record is None:
+        pid_file.unlink(missing_ok=True)  # stale: its process is gone
+        print("kg-fuse: no server is running")
+        return 0
+    os.kill(record.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while read_record(pid_file) == record or _start_ticks(record.pid) == record.started:
+        if time.monotonic() > deadline:
+            log.warning("server pid %d ignored SIGTERM for %.0f s; killing it", record.pid,
+                        timeout)
+            os.kill(record.pid, signal.SIGKILL)
+            pid_file.unlink(missing_ok=True)
+            break
+        time.sleep(0.1)
+    print(f"kg-fuse: stopped the server at {record.api_url} (pid {record.pid})")
+    return 0
+
+
+def status(data_dir: Path | None) -> int:
+    record = read_record(paths.server_pid_path(data_dir))
+    if record is None:
+        print("kg-fuse: no server is running (start one with: kg-fuse server start)")
+        return 1
+    health = "answering" if _healthy(record.api_url) else "not answering yet"
+    print(f"kg-fuse: the server is running at {record.api_url} (pid {record.pid}, {health}; "
+          f"log {record.log_file or 'stderr'})")
+    return 0

@@ -177,7 +177,8 @@ def install_command(args: argparse.Namespace) -> int:
     for mountpoint in args.mounts:
         absolute = mountpoint.expanduser().absolute()
         if absolute.exists() and not absolute.is_dir():
-            raise UsageError(f"{absolute} is not a directory")
+            raise UsageError(f"{absolute} is not a directory",
+                             hint="give the directory to mount at")
         absolute.mkdir(parents=True, exist_ok=True)
         mounts.append(absolute)
     extra = ["--api-url", args.api_url] if args.api_url else []

@@ -12,6 +12,8 @@ need_pkgs=()
 for pkg in fuse3 libfuse3-dev pkg-config gcc python3-dev python3-venv attr; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
+# systemd-analyze checks the user units that 'kg-fuse systemd install' writes (a test)
+command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     echo "==> installing system packages: ${need_pkgs[*]}"
     $SUDO apt-get update -qq
@@ -23,11 +25,21 @@ if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv with $($PY --version)"
     "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import torch, kg_fuse, pyfuse3, sentence_transformers, pytest' 2>/dev/null; then
+# Checked without importing anything heavy, so a second run takes a second.
+if ! .venv/bin/python - <<'CHECK' 2>/dev/null; then
+import importlib.util, sys
+need = ("torch", "kg_fuse", "pyfuse3", "sentence_transformers", "fastapi", "pytest", "ruff")
+sys.exit(any(importlib.util.find_spec(m) is None for m in need))
+CHECK
     echo "==> installing Python packages (first time: a few minutes)"
     .venv/bin/pip install -q --upgrade pip
-    # The CPU build of torch first, so nothing later pulls a CUDA build.
-    .venv/bin/pip install -q "torch==2.13.0"
+    # torch first, so nothing later pulls its CUDA build. KG_TORCH_INDEX_URL points pip at
+    # an index of CPU-only wheels (see the README's "Installing" section).
+    if [ -n "${KG_TORCH_INDEX_URL:-}" ]; then
+        .venv/bin/pip install -q "torch" --index-url "$KG_TORCH_INDEX_URL"
+    else
+        .venv/bin/pip install -q "torch==2.13.0"
+    fi
     .venv/bin/pip install -q -e ".[server,test]"
 fi
 echo "==> environment ready (.venv)"

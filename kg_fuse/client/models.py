@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,23 @@ def _optional(body: dict[str, Any], name: str, kind: type | tuple[type, ...], wh
 def clean_text(value: str) -> str:
     """Replace lone surrogates (legal in JSON, not in UTF-8) with U+FFFD."""
     return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def timestamp_ns(value: Any) -> int | None:
+    """Epoch seconds (a number) or an ISO 8601 string, as nanoseconds; None if neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and math.isfinite(value) and value > 0:
+        return int(value * 1_000_000_000)
+    if isinstance(value, str):
+        try:
+            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        return int(moment.timestamp() * 1_000_000_000)
+    return None
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -103,8 +121,9 @@ class SearchResponse:
 class Evidence:
     quote: str
     document: str  # on the platform: the ontology the source belongs to
-    paragraph: int | None
+    paragraph: int | None  # the number of the source chunk the quote comes from
     filename: str | None = None
+    full_text: str = ""  # the whole chunk, which may hold several paragraphs
 
 
 @dataclass(frozen=True)
@@ -140,6 +159,8 @@ class ConceptDetail:
                     paragraph=paragraph if isinstance(paragraph, int) else None,
                     filename=inst.get("filename") if isinstance(inst.get("filename"), str)
                     else None,
+                    full_text=inst["full_text"] if isinstance(inst.get("full_text"), str)
+                    else "",
                 )
             )
         relationships = []
@@ -173,17 +194,21 @@ class CatalogNode:
     name: str
     kind: str
     child_count: int
+    created_ns: int | None = None  # from properties.created_at, when the server sends it
 
     @classmethod
     def parse(cls, raw: Any) -> CatalogNode:
         where = "catalog node"
         body = _object(raw, where)
         count = body.get("child_count")
+        properties = body.get("properties")
+        created = properties.get("created_at") if isinstance(properties, dict) else None
         return cls(
             id=_field(body, "id", str, where),
             name=clean_text(_field(body, "name", str, where)),
             kind=str(body.get("kind") or ""),
             child_count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
+            created_ns=timestamp_ns(created),
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 
 import trio
@@ -41,6 +42,7 @@ class DocumentEntry:
     file_name: str
     document_id: str
     size: int
+    mtime_ns: int  # when the server stored it, or (if it does not say) when we first saw it
 
 
 class Catalog:
@@ -52,6 +54,7 @@ class Catalog:
         self._names: dict[str, NameRegistry] = {}
         self._content: dict[str, bytes] = {}
         self._content_bytes = 0
+        self._first_seen: dict[str, int] = {}
         self._lock = trio.Lock()
 
     def invalidate(self) -> None:
@@ -114,7 +117,9 @@ class Catalog:
         entries = {}
         for doc in docs:
             file_name = names.name_for(doc.id, doc.name)
-            entries[file_name] = DocumentEntry(file_name, doc.id, len(contents[doc.id]))
+            seen = self._first_seen.setdefault(doc.id, time.time_ns())
+            entries[file_name] = DocumentEntry(file_name, doc.id, len(contents[doc.id]),
+                                               doc.created_ns or seen)
         self._documents[ontology] = entries
         return entries
 

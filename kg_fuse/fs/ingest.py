@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ MAX_PENDING_BYTES = 8 * MAX_INGEST_BYTES  # all files waiting in memory: ENOSPC 
 RETRY_AFTER = 2.0  # seconds between upload attempts while the server is unreachable
 JOB_SUFFIX = ".ingesting"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")  # the platform's
+DUPLICATE = "duplicate"  # a job status of ours: the upload added nothing
 _TEMPORARY = re.compile(r"^\.|~$|\.sw[a-p]$|\.tmp$|^#.*#$|^4913$|\.part$|\.crdownload$")
 
 
@@ -50,6 +52,7 @@ class PendingFile:
     open_handles: int = 0
     upload_at: float | None = None
     failed: str | None = None  # why a write failed: this content is never uploaded
+    mtime_ns: int = field(default_factory=time.time_ns)  # the last write, as ls -l shows it
 
 
 @dataclass
@@ -60,6 +63,7 @@ class Job:
     status: str = "uploading"
     progress: str = ""
     error: str | None = None
+    mtime_ns: int = field(default_factory=time.time_ns)
 
     def render(self) -> bytes:
         lines = [f"file: {self.file_name}", f"ontology: {self.ontology}",
@@ -128,6 +132,7 @@ class IngestBox:
                 buffer.extend(bytes(offset - len(buffer)))
             buffer[offset:end] = data
         pending.upload_at = None
+        pending.mtime_ns = time.time_ns()
 
     def pending_bytes(self) -> int:
         return sum(len(p.data) for p in self.files.values())
@@ -140,6 +145,7 @@ class IngestBox:
             pending.failed = None  # rewritten from empty: a fresh start
         del pending.data[size:]
         pending.data.extend(bytes(size - len(pending.data)))
+        pending.mtime_ns = time.time_ns()
 
     def opened(self, pending: PendingFile) -> None:
         pending.open_handles += 1
@@ -167,7 +173,7 @@ class IngestBox:
         job = self.job(ontology, name)
         if job is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        if job.status not in ("failed", "cancelled", "completed"):
+        if job.status not in ("failed", "cancelled", "completed", DUPLICATE):
             raise pyfuse3.FUSEError(errno.EBUSY)
         del self.jobs[(ontology, job.file_name)]
 
@@ -197,7 +203,8 @@ class IngestBox:
                     pending.upload_at = None
                     await self._upload(key, pending)
             for job in list(self.jobs.values()):
-                if job.job_id is not None and job.status not in ("failed", "cancelled"):
+                if job.job_id is not None and job.status not in ("failed", "cancelled",
+                                                                   DUPLICATE):
                     await self._follow(job)
             self._wake = trio.Event()
             with trio.move_on_after(0.5):
@@ -225,7 +232,15 @@ class IngestBox:
             return
         if self.files.get(key) is pending:
             del self.files[key]
-        job.job_id = receipt.job_id or receipt.duplicate_of
+        if receipt.job_id is None:  # the server already holds this content: say so
+            job.job_id, job.status = receipt.duplicate_of, DUPLICATE
+            job.error = ("the server already holds this exact content (job "
+                         f"{receipt.duplicate_of}); nothing new was added. rm this file "
+                         "to dismiss it")
+            log.warning("upload of %r into %r: duplicate of job %s", name, ontology,
+                        receipt.duplicate_of)
+            return
+        job.job_id = receipt.job_id
         job.status = receipt.status or "pending"
         log.info("uploaded %r into %r: job %s", name, ontology, job.job_id)
 

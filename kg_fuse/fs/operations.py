@@ -25,12 +25,16 @@ from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
 from kg_fuse.fs.queries import ONTOLOGY_DIR, Link
 from kg_fuse.fs.results import ResultSet
 from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import DOCUMENTS, INGEST, Tree, enoent, ontology_of, query_path
+from kg_fuse.fs.tree import DOCUMENTS, INGEST, Entry, Tree, enoent, ontology_of, query_path
 
 log = logging.getLogger(__name__)
 
 READ_ONLY = frozenset({NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE, NodeKind.JOB_FILE,
                        NodeKind.STATUS_FILE, NodeKind.QUERY_TOML_FILE})
+# Files a saved query generates. ``rm`` of one is accepted and changes nothing, so that
+# ``rm -r QUERY`` removes a query quietly, the way users remove a directory they made.
+VIEWS = frozenset({NodeKind.RESULT_FILE, *CONTROL_BY_KIND})
+DOTS = (".", "..")
 XATTR_SCORE = b"user.kg.score"
 XATTR_CONCEPT = b"user.kg.concept_id"
 
@@ -81,8 +85,8 @@ class KgOperations(pyfuse3.Operations):
         control = CONTROL_BY_KIND.get(kind)
         mtime_key = control_mtime_key(node.owner, kind) if control and control.writable \
             else node.owner
-        return self.attrs.file(node.inode, len(body), self.attrs.meta_mtime_ns(mtime_key),
-                               writable=writable)
+        mtime_ns = await self.tree.mtime_ns(node) or self.attrs.meta_mtime_ns(mtime_key)
+        return self.attrs.file(node.inode, len(body), mtime_ns, writable=writable)
 
     async def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
         entry = await self._entry(node)
@@ -214,7 +218,10 @@ class KgOperations(pyfuse3.Operations):
         node = self._node(inode)
         if not node.kind.is_dir:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
-        return self.handles.add(DirHandle(await self.tree.children(node)))
+        # '.' and '..' as ls -a expects; the kernel answers their lookups itself (and does
+        # not count them), so both carry this directory's identity
+        dots = [Entry(name, node.kind, node.owner, node.name) for name in DOTS]
+        return self.handles.add(DirHandle(dots + await self.tree.children(node)))
 
     @handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -229,7 +236,8 @@ class KgOperations(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, os.fsencode(entry.name), attributes,
                                          index + 1):
                 return
-            node.lookups += 1
+            if entry.name not in DOTS:
+                node.lookups += 1
 
     @handler
     async def releasedir(self, fh: int) -> None:
@@ -271,6 +279,8 @@ class KgOperations(pyfuse3.Operations):
         elif child.kind is NodeKind.QUERY_DIR:
             await self.service.remove(query_path(child.owner))
             self.scratch.drop_query(child.owner)
+        elif child.kind is NodeKind.META_DIR:
+            return  # part of its query (rm -r on the way to removing the query): accepted
         else:
             raise pyfuse3.FUSEError(errno.ENOTDIR if not child.kind.is_dir else errno.EPERM)
         self.inodes.detach_owner(child.owner)
@@ -448,6 +458,8 @@ class KgOperations(pyfuse3.Operations):
             self.service.results_cache.invalidate_all()
         elif child.kind.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
+        elif child.kind in VIEWS:
+            return  # generated from the query: removing it changes nothing (see VIEWS)
         else:
             raise _eperm()
         self.inodes.detach(child.kind, child.owner, child.name)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from kg_fuse.client.models import ConceptDetail, ConceptHit
+from kg_fuse.client.models import ConceptDetail, ConceptHit, Evidence
 from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml, scope_of
 from kg_fuse.fs.threshold import EffectiveThreshold
 
@@ -43,6 +44,29 @@ def _quote_block(text: str) -> str:
     return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
 
 
+def _paragraphs(text: str) -> list[str]:
+    return [p for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
+
+
+def evidence_location(ev: Evidence) -> str:
+    """Where a quote sits: ``, section 8, paragraph 2``.
+
+    ``paragraph`` in the API numbers the source *chunk* a quote comes from, and one chunk
+    (a Markdown section, a docstring) may hold several paragraphs: calling that number
+    "paragraph" gave two quotes from different paragraphs the same "paragraph 8". The
+    chunk's own text tells which of its paragraphs holds the quote."""
+    if ev.paragraph is None:
+        return ""
+    paragraphs = _paragraphs(ev.full_text)
+    if len(paragraphs) <= 1:
+        return f", section {ev.paragraph}"
+    needle = " ".join(ev.quote.split())[:80]
+    for number, paragraph in enumerate(paragraphs, start=1):
+        if needle and needle in " ".join(paragraph.split()):
+            return f", section {ev.paragraph}, paragraph {number}"
+    return f", section {ev.paragraph}"
+
+
 def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
     """The body of ``<label>.concept.md``: front matter, description, evidence, relationships."""
     ontologies = detail.ontologies if detail and detail.ontologies else hit.ontologies
@@ -67,9 +91,7 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
     if detail.evidence:
         lines += ["## Evidence", ""]
         for ev in detail.evidence:
-            where = ev.filename or ev.document or "unknown source"
-            if ev.paragraph is not None:
-                where += f", paragraph {ev.paragraph}"
+            where = (ev.filename or ev.document or "unknown source") + evidence_location(ev)
             if ev.filename and ev.document:
                 where += f" ({ev.document})"
             lines += [_quote_block(ev.quote) or ">", f"> — {_one_line(where)}", ""]
@@ -182,7 +204,7 @@ def status_file(
     else:
         response = results.response
         stale = results.stale or problem is not None
-        freshness = "stale (server unavailable)" if stale else "fresh"
+        freshness = "stale: server unavailable" if stale else "fresh"
         lines += [
             f"results: {len(results.files)}",
             f"fetched: {_when(results.fetched_wall)} ({freshness})",

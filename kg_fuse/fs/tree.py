@@ -159,6 +159,21 @@ class Tree:
 
     # -- contents -----------------------------------------------------------------------
 
+    async def mtime_ns(self, node: Node) -> int | None:
+        """When a file in ``ingest/`` or ``documents/`` last changed; None for the rest."""
+        kind = node.kind
+        if kind is NodeKind.INGEST_FILE:
+            pending = self.ingest.get(ontology_of(node.owner), node.name)
+            return pending.mtime_ns if pending is not None else None
+        if kind is NodeKind.JOB_FILE:
+            job = self.ingest.job(ontology_of(node.owner), node.name)
+            return job.mtime_ns if job is not None else None
+        if kind is NodeKind.DOCUMENT_FILE:
+            docs = await self.catalog.documents(ontology_of(node.owner))
+            return next((d.mtime_ns for d in docs.values() if d.document_id == node.name),
+                        None)
+        return None
+
     async def refresh_meta(self, node: Node) -> None:
         """Before showing a .meta file, learn the server default if stale; before the
         status, try to fetch the results it describes."""

@@ -178,10 +178,14 @@ def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
     return KnowledgeGraph(Store(paths.server_db_path(data_dir)), Embedder())
 
 
-def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
+def _check_ingest(args: argparse.Namespace) -> None:
     for folder in args.ingest:
         if not folder.is_dir():
-            raise UsageError(f"--ingest {folder}: not a directory")
+            raise UsageError(f"--ingest {folder}: not a directory",
+                             hint="give a folder of Markdown or text files")
+
+
+def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
     graph.prepare(corpus=args.corpus, modules=args.modules, ingest=list(args.ingest),
                   ontology=args.ontology, progress=True)
 
@@ -220,6 +224,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
+    _check_ingest(args)
     pid_file = paths.server_pid_path(args.data_dir)
     lifecycle.refuse_second(pid_file)
     try:
@@ -261,6 +266,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def index_command(args: argparse.Namespace) -> int:
     """Build or refresh the store (with a progress bar) without serving."""
+    _check_ingest(args)
     _setup_logging()
     graph = _open_graph(args.data_dir)
     try:

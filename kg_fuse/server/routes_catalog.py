@@ -111,7 +111,8 @@ def catalog_children(
             kind=child_kind, id=r["id"], name=r["name"], parent_id=parent_id,
             child_count=r["child_count"],
             content_type=r["content_type"] if child_kind == "document" else None,
-            properties={"filename": r["filename"]} if child_kind == "document" else {},
+            properties={"filename": r["filename"], "created_at": r["created_at"]}
+            if child_kind == "document" else {"created_at": r["created_at"]},
         )
         for r in rows
     ]

@@ -41,7 +41,7 @@ pytestmark = pytest.mark.mount
 TIMEOUT = 1.0  # --timeout and --probe-timeout of the mounts below
 BOUND = 4.0  # seconds any one system call may take with these deadlines
 OTHER = "parse json documents"  # a query listed only once the server misbehaves
-STALE = "stale (server unavailable)"
+STALE = "stale: server unavailable"
 
 # mode -> errno of a listing that cannot be served from cache
 MODES = {

@@ -1,0 +1,165 @@
+"""The command line as a user meets it: help that explains, one-line errors, no traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kg_fuse import errors
+from kg_fuse.cli import build_parser
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kg_fuse.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An empty home: nothing built, no server running, no credentials."""
+    home = tmp_path / "home"
+    (home / "file.txt").parent.mkdir(parents=True)
+    (home / "file.txt").write_text("x")
+    (home / "full").mkdir()
+    (home / "full" / "keep.txt").write_text("mine")
+    (home / "empty").mkdir()
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_CONFIG_HOME": str(home / "config"), "XDG_STATE_HOME": str(home / "state")}
+    for name in ("KG_API_URL", "KG_CLIENT_ID", "KG_CLIENT_SECRET", "KG_FUSE_DEBUG"):
+        env.pop(name, None)
+    return env, home
+
+
+BAD_INVOCATIONS = [
+    ([], errors.USAGE, "required"),
+    (["frobnicate"], errors.USAGE, "invalid choice"),
+    (["--bogus"], errors.USAGE, "required"),
+    (["status", "empty", "--bogus"], errors.USAGE, "unrecognized"),
+    (["mount"], errors.USAGE, "mountpoint"),
+    (["mount", "nowhere"], errors.USAGE, "does not exist"),
+    (["mount", "file.txt"], errors.USAGE, "not a directory"),
+    (["mount", "full"], errors.USAGE, "--nonempty"),
+    (["mount", "--timeout", "soon", "empty"], errors.USAGE, "invalid float"),
+    (["mount", "empty", "--client-secret-file", "missing-secret"], errors.USAGE, "secret"),
+    (["unmount"], errors.USAGE, "mountpoint"),
+    (["unmount", "empty"], errors.FAILED, "not mounted"),
+    (["status", "nowhere"], None, "nowhere"),
+    (["serve", "--port", "99999"], errors.USAGE, "not a TCP port"),
+    (["serve", "--port", "eighty"], errors.USAGE, "not a TCP port"),
+    (["serve", "--host", "0.0.0.0"], errors.USAGE, "--allow-remote"),
+    (["serve", "--corpus", "everything"], errors.USAGE, "invalid choice"),
+    (["index", "--ingest", "nowhere"], errors.USAGE, "not a directory"),
+    (["calibrate"], errors.FAILED, "kg-fuse index"),
+    (["calibrate", "--show"], errors.FAILED, "kg-fuse index"),
+    (["server"], errors.USAGE, "required"),
+    (["server", "restart"], errors.USAGE, "invalid choice"),
+    (["server", "start", "--wait", "x"], errors.USAGE, "invalid float"),
+    (["systemd", "install", "--no-server"], errors.USAGE, "--mount"),
+    (["systemd", "install", "--mount", "file.txt"], errors.USAGE, "not a directory"),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "says"), BAD_INVOCATIONS,
+                         ids=[" ".join(a) or "(nothing)" for a, _, _ in BAD_INVOCATIONS])
+def test_bad_invocation_is_one_line_with_an_exit_code(
+        home: tuple[dict[str, str], Path], args: list[str], code: int | None,
+        says: str) -> None:
+    env, cwd = home
+    result = run(args, env, cwd)
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.returncode != 0
+    if code is not None:
+        assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("kg-fuse"), lines
+    assert says in lines[0], lines
+    if code == errors.USAGE:
+        assert "hint:" in lines[0]
+
+
+def test_server_commands_without_a_server(home: tuple[dict[str, str], Path]) -> None:
+    env, cwd = home
+    status = run(["server", "status"], env, cwd)
+    assert status.returncode == 1 and "no server is running" in status.stdout
+    stop = run(["server", "stop"], env, cwd)  # idempotent: nothing to stop is not an error
+    assert stop.returncode == 0 and "no server is running" in stop.stdout
+
+
+def test_version(home: tuple[dict[str, str], Path]) -> None:
+    result = run(["--version"], *home)
+    assert result.returncode == 0
+    assert result.stdout.startswith("kg-fuse 0.")
+
+
+def _parsers(parser: argparse.ArgumentParser, name: str = "kg-fuse"
+             ) -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(name, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                found += _parsers(subparser, f"{name} {sub}")
+    return found
+
+
+@pytest.mark.parametrize(("name", "parser"), _parsers(build_parser()),
+                         ids=[n for n, _ in _parsers(build_parser())])
+def test_every_command_and_option_explains_itself(name: str,
+                                                  parser: argparse.ArgumentParser) -> None:
+    assert parser.description and len(parser.description) > 30, name
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                assert choice.help, f"{name} {choice.dest}: no help"
+            continue
+        assert action.help, f"{name} {action.option_strings or action.dest}: no help"
+    text = parser.format_help()
+    for action in parser._actions:
+        if action.option_strings and action.default not in (None, False, [],
+                                                            argparse.SUPPRESS):
+            assert f"default: {action.default}" in " ".join(text.split()), \
+                f"{name} {action.option_strings}: default not shown"
+
+
+def test_help_runs_for_every_command(home: tuple[dict[str, str], Path]) -> None:
+    env, cwd = home
+    for name, _ in _parsers(build_parser()):
+        result = run([*name.split()[1:], "--help"], env, cwd)
+        assert result.returncode == 0, name
+        assert "usage: " + name in result.stdout, name
+
+
+def test_the_filesystem_does_not_import_the_server_stack() -> None:
+    """``pip install kg-fuse`` (no server extra) must be enough to mount and to get help."""
+    code = (
+        "import sys\n"
+        "import kg_fuse.cli, kg_fuse.fs.mount, kg_fuse.fs.operations, kg_fuse.systemd\n"
+        "kg_fuse.cli.build_parser().format_help()\n"
+        "heavy = {'fastapi', 'uvicorn', 'numpy', 'torch', 'sentence_transformers'}\n"
+        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_server_command_without_the_server_extra(home: tuple[dict[str, str], Path]) -> None:
+    """Simulate a filesystem-only install: the server's packages cannot be imported."""
+    env, cwd = home
+    blocker = cwd / "blocker"
+    blocker.mkdir()
+    for module in ("fastapi", "uvicorn", "numpy", "sentence_transformers", "torch"):
+        (blocker / f"{module}.py").write_text(
+            f"raise ModuleNotFoundError('No module named {module}', name='{module}')\n")
+    env = {**env, "PYTHONPATH": str(blocker)}
+    result = run(["index"], env, cwd)
+    assert result.returncode == errors.NOT_INSTALLED, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "pip install 'kg-fuse[server]'" in result.stderr.strip().splitlines()[-1]

@@ -1,51 +1,76 @@
 #!/usr/bin/env bash
 # The demo: set everything up, build the standard-library corpus, start the embedded
-# server, mount kg-fuse at MOUNTPOINT (default: ~/kg) and print a few commands to try.
+# server in the background, mount kg-fuse at MOUNTPOINT (default: ~/kg), put kg-fuse on
+# PATH (a link in ~/.local/bin) and print what to try and how to stop everything.
+# A second run only checks: seconds.
+#
+# Environment: KG_DEMO_MODULES=gzip,tarfile,...  build only these stdlib modules (tests);
+#              KG_DEMO_PORT=8765                  the server's port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$(date +%s)
 ./scripts/setup.sh
 
-KG=.venv/bin/kg-fuse
-PY=.venv/bin/python
+KG="$PWD/.venv/bin/kg-fuse"
 MNT="$(realpath -m "${1:-$HOME/kg}")"
-DATA="$($PY -c 'from kg_fuse import paths; print(paths.data_dir())')"
-SERVER_LOG="$DATA/server.log"
-API_URL="$($PY -c 'from kg_fuse import paths; print(paths.DEFAULT_API_URL)')"
-mkdir -p "$DATA"
+PORT="${KG_DEMO_PORT:-8765}"
+CORPUS=()
+if [ -n "${KG_DEMO_MODULES:-}" ]; then CORPUS=(--modules "$KG_DEMO_MODULES"); fi
 
-healthy() { $PY -c "import httpx,sys; sys.exit(httpx.get('$API_URL/health', timeout=1).status_code != 200)" 2>/dev/null; }
+# kg-fuse on PATH for the README's commands: a link in ~/.local/bin (never replacing a
+# kg-fuse that is not ours)
+BIN="$HOME/.local/bin"
+mkdir -p "$BIN"
+if [ ! -e "$BIN/kg-fuse" ] || [ -L "$BIN/kg-fuse" ]; then ln -sfn "$KG" "$BIN/kg-fuse"; fi
 
-echo "==> building the Python standard library corpus (first time: a few minutes)"
-$KG index
-
-if healthy; then
-    echo "==> the embedded server is already running at $API_URL"
+if "$KG" server status >/dev/null 2>&1; then
+    echo "==> the embedded server is already running"
 else
-    echo "==> starting the embedded server at $API_URL (log: $SERVER_LOG)"
-    nohup $KG serve >>"$SERVER_LOG" 2>&1 &
-    for _ in $(seq 1 120); do healthy && break; sleep 0.5; done
-    healthy || { echo "the server did not start; see $SERVER_LOG" >&2; tail -5 "$SERVER_LOG" >&2; exit 1; }
+    if "$KG" calibrate --show >/dev/null 2>&1; then
+        echo "==> the corpus is already built"
+    else
+        echo "==> building the Python standard library corpus (first time: a few minutes)"
+        "$KG" index "${CORPUS[@]}"
+    fi
+    echo "==> starting the embedded server on 127.0.0.1:$PORT"
+    "$KG" server start --port "$PORT" "${CORPUS[@]}"
 fi
-$KG calibrate
+echo "==> calibration of the default threshold (stored when the corpus was built)"
+"$KG" calibrate --show | sed 's/^/    /'
 
 mkdir -p "$MNT"
-if mountpoint -q "$MNT" 2>/dev/null || ! stat "$MNT" >/dev/null 2>&1; then
-    $KG unmount "$MNT" || true
-fi
-$KG mount "$MNT"
+case "$("$KG" status "$MNT" 2>/dev/null || true)" in
+    *": mounted") echo "==> $MNT is already mounted" ;;
+    *"dead mount"*) "$KG" unmount "$MNT"; "$KG" mount "$MNT" ;;
+    *) "$KG" mount "$MNT" ;;
+esac
+
+path_hint=""
+case ":$PATH:" in
+    *":$BIN:"*) ;;
+    *) path_hint="
+First, in each new shell until your next login, put kg-fuse on PATH:
+
+  export PATH=\"\$HOME/.local/bin:\$PATH\"
+" ;;
+esac
 
 cat <<TRY
 
-kg-fuse is mounted at $MNT. Try:
+kg-fuse is mounted at $MNT (ready in $(( $(date +%s) - started )) s).
+$path_hint
+Try:
 
   cd $MNT
   mkdir "compress data with gzip"      # a saved semantic search
-  ls "compress data with gzip"         # matching concepts, one file each
+  ls -U "compress data with gzip"      # matching concepts, best first
   cat "compress data with gzip"/gzip.compress.concept.md
   cat "compress data with gzip"/.meta/threshold     # inherited server default
-  echo 0.6 > "compress data with gzip"/.meta/threshold && ls "compress data with gzip"
   mkdir "asdfgh qwerty zxcvb" && ls "asdfgh qwerty zxcvb"   # gibberish: nothing passes
-  cat "compress data with gzip"/.meta/query.toml
 
-Stop:  $KG unmount $MNT   (the server keeps running: kill it with  pkill -f 'kg-fuse serve')
+More in README.md ("Using it").
+
+Stop everything (cd out of the mount first):
+
+  cd && kg-fuse unmount $MNT && kg-fuse server stop
 TRY

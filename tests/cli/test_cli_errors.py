@@ -124,7 +124,9 @@ def test_every_command_and_option_explains_itself(name: str,
     for action in parser._actions:
         if action.option_strings and action.default not in (None, False, [],
                                                             argparse.SUPPRESS):
-            assert f"default: {action.default}" in " ".join(text.split()), \
+            shown = " ".join(text.split())
+            assert f"default: {action.default}" in shown or \
+                f"default {action.default}" in shown, \
                 f"{name} {action.option_strings}: default not shown"
 
 

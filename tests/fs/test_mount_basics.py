@@ -58,9 +58,8 @@ def test_result_files_are_read_only(mounted: Mount) -> None:
     name = result_files(query)[0]
     with pytest.raises(PermissionError):
         open(query / name, "w").close()
-    with pytest.raises(OSError) as exc:
-        os.unlink(query / name)
-    assert exc.value.errno == errno.EPERM
+    os.unlink(query / name)  # accepted, so that rm -r QUERY is quiet; changes nothing
+    assert name in result_files(query)
 
 
 def test_gibberish_lists_nothing_at_the_calibrated_default(mounted: Mount) -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MODULES_HINT = "--modules takes standard-library modules written in Python, e.g. gzip,json"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -148,6 +149,7 @@ def server_start_command(args: argparse.Namespace) -> int:
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
+    _check_inputs(args)
     argv: list[str] = []
     for flag, attribute in _SERVE_FORWARDED:
         value = getattr(args, attribute)
@@ -178,7 +180,15 @@ def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
     return KnowledgeGraph(Store(paths.server_db_path(data_dir)), Embedder())
 
 
-def _check_ingest(args: argparse.Namespace) -> None:
+def _check_inputs(args: argparse.Namespace) -> None:
+    """Refuse a bad --modules or --ingest before opening (or creating) a store."""
+    if args.modules and args.corpus == "stdlib":
+        from kg_fuse.server.corpus.stdlib import discover_modules
+
+        unknown = sorted(set(args.modules) - set(discover_modules()))
+        if unknown:
+            raise UsageError(f"--modules: not standard-library source modules: "
+                             f"{', '.join(unknown)}", hint=MODULES_HINT)
     for folder in args.ingest:
         if not folder.is_dir():
             raise UsageError(f"--ingest {folder}: not a directory",
@@ -186,8 +196,11 @@ def _check_ingest(args: argparse.Namespace) -> None:
 
 
 def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
-    graph.prepare(corpus=args.corpus, modules=args.modules, ingest=list(args.ingest),
-                  ontology=args.ontology, progress=True)
+    try:
+        graph.prepare(corpus=args.corpus, modules=args.modules, ingest=list(args.ingest),
+                      ontology=args.ontology, progress=True)
+    except ValueError as exc:  # --modules naming something the corpus cannot read
+        raise UsageError(str(exc), hint=MODULES_HINT) from None
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -224,7 +237,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
-    _check_ingest(args)
+    _check_inputs(args)
     pid_file = paths.server_pid_path(args.data_dir)
     lifecycle.refuse_second(pid_file)
     try:
@@ -266,7 +279,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def index_command(args: argparse.Namespace) -> int:
     """Build or refresh the store (with a progress bar) without serving."""
-    _check_ingest(args)
+    _check_inputs(args)
     _setup_logging()
     graph = _open_graph(args.data_dir)
     try:

@@ -54,6 +54,7 @@ BAD_INVOCATIONS = [
     (["serve", "--host", "0.0.0.0"], errors.USAGE, "--allow-remote"),
     (["serve", "--corpus", "everything"], errors.USAGE, "invalid choice"),
     (["index", "--ingest", "nowhere"], errors.USAGE, "not a directory"),
+    (["index", "--corpus", "stdlib", "--modules", "zlib"], errors.USAGE, "zlib"),
     (["calibrate"], errors.FAILED, "kg-fuse index"),
     (["calibrate", "--show"], errors.FAILED, "kg-fuse index"),
     (["server"], errors.USAGE, "required"),

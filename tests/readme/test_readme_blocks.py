@@ -1,0 +1,115 @@
+"""The README, pasted as a new user would: the demo command, then every ``sh`` block under
+"Using it" in order, then the block under "Stopping" -- against a real server and a real
+mount, in an empty home. Afterwards no mount and no process may be left behind.
+
+Which blocks run is decided by the headings only (``## Using it``, ``## Stopping``) and
+the fence language (```` ```sh ````), so other sections can change freely. The demo
+builds a small corpus here (``KG_DEMO_MODULES``), so CI time stays reasonable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.mount import fuse_available
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DEMO_MODULES = "gzip,bz2,lzma,zipfile,tarfile,shutil"
+PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+pytestmark = [pytest.mark.mount, pytest.mark.timeout(1500),
+              pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")]
+
+
+def sections(markdown: str) -> dict[str, str]:
+    """Level-2 sections by heading text (each with its ### subsections)."""
+    parts = re.split(r"^## +(.+?)\s*$", markdown, flags=re.MULTILINE)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def sh_blocks(text: str) -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def section(name: str) -> str:
+    found = [body for heading, body in sections(README.read_text()).items()
+             if heading.lower().startswith(name.lower())]
+    assert found, f"README has no '## {name}' section"
+    return found[0]
+
+
+def test_the_readme_parser_finds_the_blocks() -> None:
+    demo = [b for b in sh_blocks(section("Two commands")) if "demo.sh" in b]
+    assert demo == ["./scripts/demo.sh\n"]
+    assert len(sh_blocks(section("Using it"))) >= 2
+    assert "server stop" in "".join(sh_blocks(section("Stopping")))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            raw = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        command = raw.replace(b"\0", b" ").decode(errors="replace")
+        if text in command and state != "Z":
+            found.append(f"{entry.name}: {command}")
+    return found
+
+
+def mounts_under(path: Path) -> list[str]:
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(str(path))]
+
+
+def test_demo_then_every_block_then_stop_leaves_nothing_behind(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": PLAIN_PATH, "LANG": "C.UTF-8", "TERM": "dumb",
+           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "KG_DEMO_MODULES": DEMO_MODULES, "KG_DEMO_PORT": str(free_port())}
+    (tmp_path / "run").mkdir()
+    demo = [b for b in sh_blocks(section("Two commands")) if "demo.sh" in b][0]
+    script = "\n".join(["set -e", "trap 'echo \"FAILED: $BASH_COMMAND\" >&2' ERR", demo,
+                        *sh_blocks(section("Using it")), *sh_blocks(section("Stopping"))])
+    try:
+        done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=1400)
+        out, err = done.stdout, done.stderr
+        assert done.returncode == 0, f"{err[-3000:]}\n--- stdout ---\n{out[-3000:]}"
+        assert "kg-fuse is mounted at" in out
+        assert "gzip.compress.concept.md" in out  # ls, then ls -U | head showed results
+        assert "# gzip.compress" in out  # cat of the result file
+        assert "stopped the server" in out
+        for line in err.splitlines():  # only the demo's progress may use stderr
+            assert not re.search(r"error|denied|No such|busy|Traceback", line, re.I), line
+    finally:
+        leftover_mounts = mounts_under(home)
+        leftover = processes_mentioning(str(home))
+        for mountpoint in leftover_mounts:
+            subprocess.run(["fusermount3", "-u", "-z", mountpoint], check=False)
+        for line in leftover:
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    assert leftover_mounts == []
+    assert leftover == []
+    assert not list(home.glob(".local/share/kg-fuse/server/server.pid"))

@@ -106,7 +106,7 @@ def _tail(log_file: Path, start: int, lines: int = 3) -> str:
             tail = f.read().strip().splitlines()[-lines:]
     except OSError:
         return ""
-    return " | ".join(line.strip() for line in tail)
+    return " | ".join(line.strip().removeprefix("kg-fuse: ") for line in tail)
 
 
 def start(serve_argv: list[str], data_dir: Path | None, wait: float) -> int:
@@ -122,8 +122,9 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float) -> int:
     offset = log_file.stat().st_size if log_file.exists() else 0
     argv = [sys.executable, "-m", "kg_fuse.cli", "serve", *serve_argv,
             "--log-file", str(log_file)]
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+    with open(log_file, "ab") as log_stream:  # also what it says before it logs
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
+                                 stderr=log_stream, start_new_session=True)
     print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

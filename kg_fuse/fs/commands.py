@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 
 from kg_fuse import paths
-from kg_fuse.client.credentials import resolve_connection
-from kg_fuse.client.errors import KgError
 from kg_fuse.errors import CommandError, UsageError
 
 log = logging.getLogger(__name__)
@@ -107,6 +105,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if not args.nonempty and any(os.scandir(mountpoint)):
         raise UsageError(f"{mountpoint} is not empty: mounting would hide its files",
                          hint="use an empty directory, or add --nonempty")
+    from kg_fuse.client.credentials import resolve_connection  # httpx, trio: only to mount
+    from kg_fuse.client.errors import KgError
+
     try:
         connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file,
                                         role="admin" if args.admin else "user")

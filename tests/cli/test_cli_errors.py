@@ -48,7 +48,6 @@ BAD_INVOCATIONS = [
     (["mount", "empty", "--client-secret-file", "missing-secret"], errors.USAGE, "secret"),
     (["unmount"], errors.USAGE, "mountpoint"),
     (["unmount", "empty"], errors.FAILED, "not mounted"),
-    (["status", "nowhere"], None, "nowhere"),
     (["serve", "--port", "99999"], errors.USAGE, "not a TCP port"),
     (["serve", "--port", "eighty"], errors.USAGE, "not a TCP port"),
     (["serve", "--host", "0.0.0.0"], errors.USAGE, "--allow-remote"),
@@ -82,6 +81,16 @@ def test_bad_invocation_is_one_line_with_an_exit_code(
     assert says in lines[0], lines
     if code == errors.USAGE:
         assert "hint:" in lines[0]
+
+
+def test_status_of_a_missing_path_is_a_one_line_report(home: tuple[dict[str, str], Path]
+                                                       ) -> None:
+    env, cwd = home
+    result = run(["status", "nowhere"], env, cwd)
+    assert result.returncode == errors.FAILED
+    assert "Traceback" not in result.stdout + result.stderr
+    assert len((result.stdout + result.stderr).strip().splitlines()) == 1
+    assert "not mounted" in result.stdout
 
 
 def test_server_commands_without_a_server(home: tuple[dict[str, str], Path]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import subprocess
@@ -172,3 +173,35 @@ def test_docstrings_that_say_nothing_are_not_concepts() -> None:
     assert "ast.parse" in concepts and "signal.signal" in concepts
     writer = concepts["csv.writer"]
     assert writer.description.startswith('The "fileobj" argument')  # past "[or]"
+
+
+def test_a_store_of_an_older_corpus_gains_the_compiled_half(kg_server: KGServer,
+                                                            tmp_path: Path) -> None:
+    clone = kg_server.clone(tmp_path / "older")
+    db = sqlite3.connect(clone.db_path)
+    try:
+        with db:
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("DELETE FROM documents WHERE filename LIKE '%.pydoc'")
+            db.execute("DELETE FROM concepts WHERE id NOT IN "
+                       "(SELECT concept_id FROM instances)")
+            raw = db.execute("SELECT value FROM settings WHERE key = 'stdlib_corpus'")
+            marker = json.loads(raw.fetchone()[0])
+            del marker["version"]  # as version 1 wrote it
+            db.execute("UPDATE settings SET value = ? WHERE key = 'stdlib_corpus'",
+                       (json.dumps(marker),))
+        gone = db.execute("SELECT COUNT(*) FROM concepts WHERE label = "
+                          "'lzma.LZMACompressor'").fetchone()[0]
+    finally:
+        db.close()
+    assert gone == 0
+    clone.start()
+    try:
+        with clone.client("user") as http:
+            body = http.post("/query/search", json={
+                "query": "compress data incrementally with LZMA", "min_similarity": 0.0,
+                "limit": 30}).json()
+        assert "lzma.LZMACompressor" in {r["label"] for r in body["results"]}
+        assert "upgrading the stdlib corpus from version 1" in clone.log_text()
+    finally:
+        clone.stop()

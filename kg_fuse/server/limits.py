@@ -109,6 +109,23 @@ async def validation_error(_request: Request, exc: RequestValidationError) -> JS
     return JSONResponse({"detail": errors}, status_code=422)
 
 
+class ShortAccessLog(logging.Filter):
+    """uvicorn's access log line holds the request's path and query string: cut it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str) \
+                and len(args[2]) > LOG_PREFIX_CHARS:
+            path = args[2]
+            record.args = (args[0], args[1], f"{path[:LOG_PREFIX_CHARS]}... "
+                           f"({len(path)} characters)", args[3], args[4])
+        return True
+
+
+_access_filter = ShortAccessLog()
+
+
 def install(app: FastAPI) -> None:
+    logging.getLogger("uvicorn.access").addFilter(_access_filter)  # once: same object
     app.add_middleware(BodySizeLimit)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -33,6 +33,7 @@ router = APIRouter(route_class=AuthFirstRoute)
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 User = Annotated[Principal, Depends(require_user)]
 
+SQLITE_INT_MAX = 2**63 - 1  # larger offsets cannot be bound: 422, not 500
 _SORTS = {"name": "name COLLATE NOCASE, id", "child_count": "child_count DESC, name, id",
           "created": "created_at, name, id"}
 
@@ -88,7 +89,7 @@ def catalog_children(
     q: Annotated[str | None, Query(max_length=MAX_NAME_CHARS)] = None,
     sort: Literal["name", "child_count", "created"] = "name",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=SQLITE_INT_MAX)] = 0,
 ) -> CatalogResponse:
     store = ctx.graph.store
     if parent is None:

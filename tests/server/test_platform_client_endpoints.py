@@ -137,6 +137,18 @@ def test_a_long_query_is_a_422_that_echoes_a_prefix_only(http, kg_server):
     assert "q" * 1000 not in log
 
 
+def test_huge_catalog_offset_is_422_not_500(http):
+    response = http.get("/catalog/children", params={"offset": 10**28})
+    assert response.status_code == 422
+
+
+def test_the_access_log_holds_a_prefix_of_a_long_url(http, kg_server):
+    marker = "longurl" * 400
+    http.get("/catalog/children", params={"q": marker[:900]})
+    log = Path(kg_server.log_path).read_text(errors="replace")
+    assert "longurl" in log and marker[:900] not in log
+
+
 def test_a_long_but_accepted_query_is_logged_as_a_prefix(http, kg_server):
     text = "zlib " * 1000
     response = http.post("/query/search", json={"query": text, "limit": 1})

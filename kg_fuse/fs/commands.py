@@ -194,8 +194,15 @@ def cmd_unmount(args: argparse.Namespace) -> int:
         print(f"kg-fuse: {mountpoint} is {state}", file=sys.stderr)
         return 1
     flags = ["-u", "-z"] if state == "dead" else ["-u"]
-    result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False)
-    if result.returncode == 0 and args.stop_server:
+    result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        said = " ".join(result.stderr.split()).removeprefix("fusermount3: ")
+        if "busy" in said.lower():
+            raise CommandError(f"{mountpoint} is busy: a shell or program is using it",
+                               hint=f"cd out of it; see who with: fuser -vm {mountpoint}")
+        raise CommandError(f"unmounting {mountpoint} failed: {said or result.returncode}")
+    if args.stop_server:
         from kg_fuse.server import lifecycle
 
         return lifecycle.stop(None)

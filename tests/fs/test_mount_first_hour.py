@@ -144,3 +144,18 @@ def test_a_duplicate_ingest_says_so(recipes: Mount, tmp_path) -> None:
     assert job.exists()
     os.unlink(job)
     assert os.listdir(ingest) == []
+
+
+def test_unmount_of_a_busy_mount_says_why_in_one_line(mounted: Mount) -> None:
+    inside = subprocess.Popen(["sleep", "60"], cwd=mounted.mountpoint)
+    try:
+        busy = subprocess.run([sys.executable, "-m", "kg_fuse.cli", "unmount",
+                               str(mounted.mountpoint)], env=mounted.env, capture_output=True,
+                              text=True, timeout=60)
+        assert busy.returncode == 1
+        lines = busy.stderr.strip().splitlines()
+        assert len(lines) == 1 and "busy" in lines[0] and "cd out" in lines[0], lines
+        assert os.path.ismount(mounted.mountpoint)
+    finally:
+        inside.kill()
+        inside.wait()

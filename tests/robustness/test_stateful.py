@@ -16,6 +16,7 @@ import re
 import stat
 import time
 import tomllib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,11 @@ names = st.builds(
 COMMON = [classify([text], suffix, False) for text, suffix in [
     ("gzip", None), ("csv files", None), ("json", "@0.5"), ("tar archives", "@.25"),
     ("zlib", "@0"), ("bz2", "@0.75"), ("base64", None), ("zip files", "@0.333")]]
+# names exactly at the kernel's NAME_MAX in UTF-8 bytes, and one byte over
+AT_LIMIT = [("é" * 127 + "a", None), ("日" * 85, None), ("🙂" * 63 + "abc", None),
+            ("é" * 128, errno.ENAMETOOLONG), ("日" * 85 + "a", errno.ENAMETOOLONG),
+            ("🙂" * 64, errno.ENAMETOOLONG)]
+assert all(len(n.encode()) == (255 if e is None else 256) for n, e in AT_LIMIT)
 undecodable = st.sampled_from([b"\xff", b"gzip\xfe", b"\xc3(", b"caf\xe9"]).map(
     lambda raw: NameCase(raw, errno.EINVAL))
 
@@ -111,6 +117,12 @@ INVALID_VALUES = ["banana", "nan", "inf", "-0.1", "1.5", "0.5 0.6", "0x1", "1e5"
 WRITE_STYLES = ["echo", "printf", "append", "truncate+write", "rename", "editor"]
 INVALID_STYLES = ["echo", "append", "rename"]
 DEFAULTS = [0.3, 0.5, 0.6]
+# a valid value written in two write(2) calls: (first part, second part, stored value)
+PARTIAL_VALID = [("0.", "35", 0.35), ("0.9", "99", 0.999), ("1", ".0", 1.0),
+                 ("0", "\n", 0.0), ("0.4", "5\n", 0.45)]
+# the first part is valid, the whole is not: the session must commit nothing
+PARTIAL_INVALID = [("0.5", ".5"), ("0.5", " 0.6"), ("0.7", "x"), ("1", "5"), ("0.", "5\n2")]
+OVERSIZED = 64 * 1024 + 1  # one byte more than a control file holds: EFBIG
 
 ONTOLOGY = b"ontology"  # the root's fixed directory of the server's ontologies
 RESULT_NAME = re.compile(r"^[^./\x00-\x1f\x7f][^/\x00-\x1f\x7f]*\.concept\.md$")
@@ -122,6 +134,27 @@ INVALID_LIMITS = ["0", "1001", "2.5", "-1", "ten", "1 2", "+5", "0x10"]
 MAX_DEPTH = 3  # a query, a nested query and one nested in that
 
 QueryPath = tuple[bytes, ...]
+STEPS: Counter[str] = Counter()  # rule -> how many times it ran (printed at the end)
+
+
+def model_threshold(content: bytes) -> float | None | str:
+    """What a threshold file's text means: a value, None (inherit) or "invalid"."""
+    try:
+        lines = content.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return "invalid"
+    tokens = [t for line in lines if not line.strip().startswith("#") for t in line.split()]
+    if not tokens:
+        return None
+    if len(tokens) > 1:
+        return "invalid"
+    token = tokens[0]
+    if token.lower() in ("inherit", "default"):
+        return None
+    if not re.fullmatch(r"(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?", token):
+        return "invalid"
+    value = float(token)
+    return value if 0.0 <= value <= 1.0 else "invalid"
 
 
 def last_line(path: Path) -> str:
@@ -229,15 +262,18 @@ class MountModel(RuleBasedStateMachine):
     @rule(case=st.sampled_from(COMMON))
     def mkdir_common(self, case: NameCase) -> None:
         """Names people type: keeps a few queries around for the other rules."""
+        STEPS["mkdir_common"] += 1
         self.create((case.raw,), case)
 
     @rule(case=st.one_of(names, names, names, undecodable))
     def mkdir(self, case: NameCase) -> None:
+        STEPS["mkdir"] += 1
         self.create((case.raw,), case)
 
     @precondition(lambda self: any(len(p) < MAX_DEPTH for p in self.queries))
     @rule(data=st.data(), case=st.one_of(st.sampled_from(COMMON), names))
     def mkdir_nested(self, data: st.DataObject, case: NameCase) -> None:
+        STEPS["mkdir_nested"] += 1
         parent = data.draw(st.sampled_from(sorted(p for p in self.queries
                                                   if len(p) < MAX_DEPTH)), label="parent")
         self.create((*parent, case.raw), case)
@@ -245,6 +281,7 @@ class MountModel(RuleBasedStateMachine):
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def rmdir(self, data: st.DataObject) -> None:
+        STEPS["rmdir"] += 1
         query = self.some_query(data)
         if self.children(query):
             with pytest.raises(OSError) as refused:
@@ -269,6 +306,7 @@ class MountModel(RuleBasedStateMachine):
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def ls_and_cat(self, data: st.DataObject) -> None:
+        STEPS["ls_and_cat"] += 1
         query = self.some_query(data)
         directory = self.path(query)
         names = os.listdir(directory)
@@ -313,6 +351,7 @@ class MountModel(RuleBasedStateMachine):
     @rule(data=st.data(), value=st.sampled_from(sorted(VALID_VALUES)),
           style=st.sampled_from(WRITE_STYLES))
     def write_threshold(self, data: st.DataObject, value: str, style: str) -> None:
+        STEPS["write_threshold"] += 1
         query = self.some_query(data)
         self._write(query, "threshold", value, style)
         self.queries[query]["threshold"] = VALID_VALUES[value]
@@ -321,6 +360,7 @@ class MountModel(RuleBasedStateMachine):
     @rule(data=st.data(), value=st.sampled_from(INVALID_VALUES),
           style=st.sampled_from(INVALID_STYLES))
     def write_invalid_threshold(self, data: st.DataObject, value: str, style: str) -> None:
+        STEPS["write_invalid_threshold"] += 1
         query = self.some_query(data)
         with pytest.raises(OSError) as refused:
             self._write(query, "threshold", value, style)
@@ -331,6 +371,7 @@ class MountModel(RuleBasedStateMachine):
     @rule(data=st.data(), value=st.sampled_from(sorted(VALID_LIMITS)),
           style=st.sampled_from(["echo", "printf", "rename", "editor"]))
     def write_limit(self, data: st.DataObject, value: str, style: str) -> None:
+        STEPS["write_limit"] += 1
         query = self.some_query(data)
         self._write(query, "limit", value, style)
         self.queries[query]["limit"] = VALID_LIMITS[value]
@@ -341,15 +382,141 @@ class MountModel(RuleBasedStateMachine):
     @rule(data=st.data(), value=st.sampled_from(INVALID_LIMITS),
           style=st.sampled_from(INVALID_STYLES))
     def write_invalid_limit(self, data: st.DataObject, value: str, style: str) -> None:
+        STEPS["write_invalid_limit"] += 1
         query = self.some_query(data)
         with pytest.raises(OSError) as refused:
             self._write(query, "limit", value, style)
         assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
         self._drop_scratch(query, "limit")
 
+    @rule(case=st.sampled_from(AT_LIMIT))
+    def mkdir_at_the_name_limit(self, case: tuple[str, int | None]) -> None:
+        STEPS["mkdir_at_the_name_limit"] += 1
+        name, expect = case
+        self.create((name.encode(),), NameCase(name.encode(), expect, name, None))
+
+    def _unchanged(self, query: QueryPath, control: str) -> None:
+        """The control still shows the model's value (a refused write changed nothing)."""
+        if control == "threshold":
+            assert last_line(self.meta(query, control)) == shown(
+                self.queries[query]["threshold"])
+        else:
+            assert last_line(self.meta(query, control)) == str(
+                self.queries[query]["limit"] or "default")
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), control=st.sampled_from(["threshold", "limit"]),
+          truncating=st.booleans())
+    def write_oversized(self, data: st.DataObject, control: str, truncating: bool) -> None:
+        STEPS["write_oversized"] += 1
+        query = self.some_query(data)
+        path = self.meta(query, control)
+        before = os.stat(path).st_mtime_ns
+        flags = os.O_WRONLY | (os.O_TRUNC if truncating else 0)
+        fd = os.open(path, flags)
+        try:
+            with pytest.raises(OSError) as refused:
+                os.write(fd, b"0" * OVERSIZED)
+            assert refused.value.errno == errno.EFBIG, refused.value
+        finally:
+            with pytest.raises(OSError):  # close reports the refusal too
+                os.close(fd)
+        self._unchanged(query, control)
+        assert os.stat(path).st_mtime_ns == before
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), case=st.sampled_from(PARTIAL_VALID))
+    def write_threshold_in_two_parts(self, data: st.DataObject,
+                                     case: tuple[str, str, float]) -> None:
+        STEPS["write_threshold_in_two_parts"] += 1
+        query = self.some_query(data)
+        first, second, value = case
+        fd = os.open(self.meta(query, "threshold"), os.O_WRONLY | os.O_TRUNC)
+        try:
+            assert os.write(fd, first.encode()) == len(first)
+            assert os.write(fd, second.encode()) == len(second)
+        finally:
+            os.close(fd)
+        self.queries[query]["threshold"] = value
+        self._unchanged(query, "threshold")
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), case=st.sampled_from(PARTIAL_INVALID), truncating=st.booleans())
+    def write_threshold_that_fails_part_way(self, data: st.DataObject,
+                                            case: tuple[str, str], truncating: bool) -> None:
+        STEPS["write_threshold_that_fails_part_way"] += 1
+        query = self.some_query(data)
+        path = self.meta(query, "threshold")
+        before = os.stat(path).st_mtime_ns
+        first, second = case
+        flags = os.O_WRONLY | (os.O_TRUNC if truncating else os.O_APPEND)
+        fd = os.open(path, flags)
+        try:
+            os.write(fd, first.encode())
+            with pytest.raises(OSError) as refused:
+                os.write(fd, second.encode())
+            assert refused.value.errno == errno.EINVAL, (case, refused.value)
+        finally:
+            with pytest.raises(OSError) as at_close:
+                os.close(fd)
+            assert at_close.value.errno == errno.EINVAL
+        self._unchanged(query, "threshold")
+        assert os.stat(path).st_mtime_ns == before
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data(), value=st.sampled_from(sorted(VALID_VALUES) + INVALID_VALUES))
+    def write_threshold_at_an_offset(self, data: st.DataObject, value: str) -> None:
+        """pwrite over the value line of the file as read, keeping what follows it."""
+        STEPS["write_threshold_at_an_offset"] += 1
+        query = self.some_query(data)
+        path = self.meta(query, "threshold")
+        content = path.read_bytes()
+        offset = content.rstrip(b"\n").rfind(b"\n") + 1
+        payload = value.encode() + b"\n"
+        result = content[:offset] + payload + content[offset + len(payload):]
+        expected = model_threshold(result)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if expected == "invalid":
+                with pytest.raises(OSError) as refused:
+                    os.pwrite(fd, payload, offset)
+                assert refused.value.errno == errno.EINVAL
+            else:
+                assert os.pwrite(fd, payload, offset) == len(payload)
+        finally:
+            try:
+                os.close(fd)
+            except OSError as exc:
+                assert expected == "invalid" and exc.errno == errno.EINVAL
+        if expected != "invalid":
+            self.queries[query]["threshold"] = expected
+        self._unchanged(query, "threshold")
+
+    @precondition(lambda self: self.queries)
+    @rule(data=st.data())
+    def vim_saves_the_same_value(self, data: st.DataObject) -> None:
+        """vim's pattern: a swap file beside the file, a test file, an in-place rewrite of
+        an unchanged value, the swap file removed: the file's mtime must not move."""
+        STEPS["vim_saves_the_same_value"] += 1
+        query = self.some_query(data)
+        path = self.meta(query, "threshold")
+        before = os.stat(path).st_mtime_ns
+        text = path.read_text()
+        swap = self.meta(query, ".threshold.swp")
+        swap.write_bytes(b"b0VIM 9.0" + b"\0" * 100)
+        probe = self.meta(query, "4913")
+        probe.write_bytes(b"")
+        probe.unlink()
+        with open(path, "w") as f:
+            f.write(text)
+        swap.unlink()
+        assert os.stat(path).st_mtime_ns == before
+        self._unchanged(query, "threshold")
+
     @precondition(lambda self: self.queries)
     @rule(data=st.data())
     def truncate_threshold(self, data: st.DataObject) -> None:
+        STEPS["truncate_threshold"] += 1
         query = self.some_query(data)
         os.truncate(self.meta(query, "threshold"), 0)
         self.queries[query]["threshold"] = None
@@ -435,7 +602,8 @@ def model_mount(mount_factory: Any, kg_admin: Any) -> Iterator[Mount]:
 
 
 @pytest.mark.timeout(240)
-def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any) -> None:
+def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any,
+                                          request: pytest.FixtureRequest) -> None:
     MountModel.mount = model_mount
     MountModel.admin = kg_admin
     MountModel.original_default = kg_admin.get_default()
@@ -448,3 +616,7 @@ def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any) ->
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                HealthCheck.data_too_large]))
     assert time.monotonic() - started < 120
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"state machine: {sum(STEPS.values())} steps: "
+                            + ", ".join(f"{k}={v}" for k, v in sorted(STEPS.items())))

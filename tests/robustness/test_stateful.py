@@ -611,7 +611,7 @@ def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any,
     # No shrinking: against a real mount it takes minutes; a failure is reported as the
     # (at most 40-step) sequence that found it.
     run_state_machine_as_test(MountModel, settings=settings(
-        max_examples=12, stateful_step_count=40, deadline=None, derandomize=True,
+        max_examples=20, stateful_step_count=40, deadline=None, derandomize=True,
         database=None, print_blob=False, phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                HealthCheck.data_too_large]))

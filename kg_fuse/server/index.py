@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kg_fuse.server.embedder import DIMENSIONS
+from kg_fuse.server.scan import QuantisedScan
 from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -55,30 +56,34 @@ class ConceptIndex:
         ontology_rows = {name: np.array(sorted(rs), dtype=np.int64)
                          for name, rs in members.items()}
         log.info("loaded %d embeddings from the store into the search index", len(ids))
-        return cls(ids=ids, matrix=np.ascontiguousarray(matrix), ontology_rows=ontology_rows)
+        index = cls(ids=ids, matrix=np.ascontiguousarray(matrix), ontology_rows=ontology_rows)
+        index._scan()  # quantise now, not on the first search
+        return index
 
     def search(self, vector: np.ndarray, threshold: float, ontology: str | None = None,
                top_k: int | None = None) -> list[tuple[str, float]]:
         """Concepts with cosine >= threshold, best first (ties by id order)."""
         if not self.ids:
             return []
+        rows = None
         if ontology is not None:
             rows = self.ontology_rows.get(ontology)
             if rows is None or rows.size == 0:
                 return []
-            scores = self.matrix[rows] @ vector
-        else:
-            rows = None
-            scores = self.matrix @ vector
-        keep = np.nonzero(scores >= np.float32(threshold))[0]
-        if keep.size == 0:
-            return []
-        order = keep[np.lexsort((keep, -scores[keep]))]
+        positions, scores = self._scan().above(vector, threshold, rows=rows)
+        order = np.lexsort((positions, -scores))
         if top_k is not None:
             order = order[:top_k]
-        real_rows = order if rows is None else rows[order]
-        return [(self.ids[int(r)], float(scores[int(o)])) for r, o in zip(real_rows, order,
-                                                                           strict=True)]
+        return [(self.ids[int(positions[i])], float(scores[i])) for i in order]
+
+    def _scan(self) -> QuantisedScan:
+        """The quantised scan of the current matrix (built once per matrix)."""
+        scan = self.__dict__.get("_quantised")
+        if scan is None or scan.matrix is not self.matrix:
+            scan = QuantisedScan(self.matrix)
+            self.matrix = scan.matrix
+            self.__dict__["_quantised"] = scan
+        return scan
 
     def best_scores(self, vectors: np.ndarray) -> np.ndarray:
         """Each query vector's best cosine against the whole corpus (calibration)."""

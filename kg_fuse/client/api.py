@@ -44,9 +44,13 @@ class SearchRequest:
     min_similarity: float | None = None
     offset: int = 0
     ontology: str | None = None
+    lean: bool = False  # skip the optional enrichments (grounding, evidence, diversity)
 
     def body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"query": self.query, "limit": self.limit, "offset": self.offset}
+        if self.lean:
+            body |= {"include_evidence": False, "include_grounding": False,
+                     "include_diversity": False}
         if self.min_similarity is not None:
             body["min_similarity"] = self.min_similarity
         if self.ontology is not None:

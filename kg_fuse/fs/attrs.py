@@ -1,9 +1,10 @@
 """File attributes and their cache lifetimes, in one place.
 
-Directories may be cached by the kernel for a second. Files have zero timeouts: their
-size changes with their content (a threshold write, a refreshed result), and a lookup
-answered from the in-memory result cache costs microseconds, which buys a kernel view
-that never lags behind the listing.
+Directories may be cached by the kernel for a second. Result files are cached for as long
+as their listing is current (the caller passes the time left until ``--max-age``): every
+change of a listing is pushed to the kernel (see ``kernel``), so the cache never lags
+behind it. Other files (``.meta`` controls, scratch and ingest files) have zero timeouts:
+their size changes with writes, and they are rarely read.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ class Attributes:
         entry.st_size = 0
         return entry
 
-    def file(self, inode: int, size: int, mtime_ns: int, writable: bool
-             ) -> pyfuse3.EntryAttributes:
-        entry = self._base(inode, mtime_ns, FILE_TIMEOUT)
+    def file(self, inode: int, size: int, mtime_ns: int, writable: bool,
+             timeout: float = FILE_TIMEOUT) -> pyfuse3.EntryAttributes:
+        entry = self._base(inode, mtime_ns, timeout)
         entry.st_mode = stat.S_IFREG | (0o644 if writable else 0o444)
         entry.st_nlink = 1
         entry.st_size = size

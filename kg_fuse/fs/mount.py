@@ -102,6 +102,7 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     if options.debug_fuse:
         fuse_options.add("debug")
     pyfuse3.init(operations, str(options.mountpoint), fuse_options)
+    operations.kernel.enabled = True
     log.info("mounted %s (api %s, %d saved queries)", options.mountpoint,
              options.connection.api_url, len(state.queries))
     try:
@@ -121,6 +122,7 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
             nursery.start_soon(_watch_unmount, str(options.mountpoint), stop)
             nursery.start_soon(_watch_server, service, catalog, options.poll_interval)
             nursery.start_soon(ingest.run)
+            nursery.start_soon(operations.kernel.run)
             with main_scope:
                 await pyfuse3.main()
             nursery.cancel_scope.cancel()

@@ -4,7 +4,6 @@ errors to errnos, set cache flags. The tree's shape lives in ``tree``; the queri
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -18,6 +17,7 @@ from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
 from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
 from kg_fuse.fs.ingest import IngestBox
+from kg_fuse.fs.kernel import KernelCache
 from kg_fuse.fs.links import resolve_link_target
 from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control, control_mtime_key
 from kg_fuse.fs.names import META_DIR, PATH_MAX, InvalidName, NameTooLong, decode_name
@@ -62,7 +62,9 @@ class KgOperations(pyfuse3.Operations):
         self.tree = Tree(service, catalog, ingest, self.inodes, self.scratch)
         self.attrs = Attributes(started_ns=time.time_ns())
         self.handles = HandleTable()
+        self.kernel = KernelCache()
         service.results_cache.on_refresh = self._results_refreshed
+        service.results_cache.on_stale = self._results_stale
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -80,7 +82,8 @@ class KgOperations(pyfuse3.Operations):
         if kind is NodeKind.LINK:
             return self.attrs.link(node.inode, len(body))
         if kind is NodeKind.RESULT_FILE:
-            return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False)
+            return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False,
+                                   timeout=self.service.results_cache.ttl(node.owner))
         writable = kind not in READ_ONLY
         control = CONTROL_BY_KIND.get(kind)
         mtime_key = control_mtime_key(node.owner, kind) if control and control.writable \
@@ -94,21 +97,27 @@ class KgOperations(pyfuse3.Operations):
         return entry
 
     def _results_refreshed(self, key: str, old: ResultSet | None, new: ResultSet) -> None:
-        """Drop the kernel's cached pages of results whose content changed.
+        """A listing was fetched again: the kernel forgets the names that left it and the
+        pages and sizes of results whose bytes changed (sent a moment later: this may run
+        inside a ``lookup``, while the kernel holds the directory's lock)."""
+        directory = self.inodes.find(NodeKind.QUERY_DIR, key)
+        if old is not None and directory is not None:
+            for name in old.files.keys() - new.files.keys():
+                self.kernel.forget_name(directory.inode, name)
+        for found in new.files.values():
+            node = self.inodes.find(NodeKind.RESULT_FILE, key, found.concept_id)
+            if node is not None and node.last_body and node.last_body != found.body:
+                self.kernel.forget_content(node.inode)
+        self.kernel.flush_soon()
 
-        Names that left the listing need no notice: result files have a zero entry
-        timeout, so the kernel asks ``lookup`` again on every path walk, and the answer
-        comes from the fresh listing (asynchronous entry invalidations racing an unmount
-        only produce kernel errors)."""
-        if old is None:
-            return
-        for name, previous in old.files.items():
-            current = new.files.get(name)
-            if current is not None and current.body != previous.body:
-                node = self.inodes.find(NodeKind.RESULT_FILE, key, current.concept_id)
-                if node is not None:
-                    with contextlib.suppress(OSError):
-                        pyfuse3.invalidate_inode(node.inode)
+    def _results_stale(self, key: str, result_set: ResultSet) -> None:
+        """A listing may have changed (settings, server content or default): the kernel
+        forgets its names, so the next path walk asks ``lookup``, which refetches."""
+        directory = self.inodes.find(NodeKind.QUERY_DIR, key)
+        if directory is not None:
+            for name in result_set.files:
+                self.kernel.forget_name(directory.inode, name)
+        self.kernel.flush_soon()
 
     def _touch(self, owner: str) -> None:
         self.attrs.touch(owner, time.time_ns())
@@ -123,6 +132,7 @@ class KgOperations(pyfuse3.Operations):
         self._touch(owner)
         self._touch(control_mtime_key(owner, control.kind))
         await control.commit(self.service, path, value)  # state changes before any await
+        await self.kernel.flush()  # names that left stop resolving before we return
 
     # -- lookups and attributes --------------------------------------------------------
 
@@ -221,7 +231,9 @@ class KgOperations(pyfuse3.Operations):
         # '.' and '..' as ls -a expects; the kernel answers their lookups itself (and does
         # not count them), so both carry this directory's identity
         dots = [Entry(name, node.kind, node.owner, node.name) for name in DOTS]
-        return self.handles.add(DirHandle(dots + await self.tree.children(node)))
+        handle = DirHandle(dots + await self.tree.children(node))
+        await self.kernel.flush()  # a refetch changed names: tell the kernel first
+        return self.handles.add(handle)
 
     @handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -339,7 +351,9 @@ class KgOperations(pyfuse3.Operations):
         if writing and control is not None:
             handle.session = WriteSession.begin(handle.snapshot, flags, control.append_replaces)
         fh = self.handles.add(handle)
-        if node.kind in (NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE):
+        if node.kind is NodeKind.RESULT_FILE:  # pages dropped when the bytes change
+            return pyfuse3.FileInfo(fh=fh, keep_cache=True)
+        if node.kind is NodeKind.DOCUMENT_FILE:
             return pyfuse3.FileInfo(fh=fh, keep_cache=False)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 

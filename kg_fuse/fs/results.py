@@ -66,6 +66,8 @@ class _Failure:
 RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
 # Called with the server default reported by an inheriting search.
 DefaultListener = Callable[[float], None]
+# Called with a listing that is no longer current (its names may have changed).
+StaleListener = Callable[[str, ResultSet], None]
 
 
 class ResultCache:
@@ -82,6 +84,7 @@ class ResultCache:
         self.retry_after = retry_after
         self.on_refresh = on_refresh
         self.on_default = on_default
+        self.on_stale: StaleListener | None = None
         self._sets: dict[str, ResultSet] = {}
         self._names: dict[str, NameRegistry] = {}
         self._locks: dict[str, trio.Lock] = {}
@@ -94,25 +97,41 @@ class ResultCache:
     def cached(self, key: str) -> ResultSet | None:
         return self._sets.get(key)
 
+    def ttl(self, key: str) -> float:
+        """How long the kernel may keep the listing's names and attributes: until the
+        listing expires (``max_age``); zero once it is stale or gone."""
+        result_set = self._sets.get(key)
+        if result_set is None or result_set.stale:
+            return 0.0
+        return max(0.0, result_set.fetched_at + self.max_age - trio.current_time())
+
+    def _expire(self, key: str, result_set: ResultSet) -> None:
+        expired = result_set.fetched_at == float("-inf")
+        result_set.fetched_at = float("-inf")
+        if not expired and self.on_stale is not None:
+            self.on_stale(key, result_set)
+
     def invalidate(self, key: str) -> None:
         """Force the next ``get`` to fetch (the set stays available as a stale fallback)."""
         result_set = self._sets.get(key)
         if result_set is not None:
-            result_set.fetched_at = float("-inf")
+            self._expire(key, result_set)
 
     def invalidate_inheriting(self) -> None:
-        for result_set in self._sets.values():
+        for key, result_set in self._sets.items():
             if any(level.min_similarity is None for level in result_set.plan.levels):
-                result_set.fetched_at = float("-inf")
+                self._expire(key, result_set)
 
     def invalidate_all(self) -> None:
         """The server's content changed: refetch every listing and concept on next use."""
-        for result_set in self._sets.values():
-            result_set.fetched_at = float("-inf")
+        for key, result_set in self._sets.items():
+            self._expire(key, result_set)
         self._details.clear()
 
     def forget(self, key: str) -> None:
-        self._sets.pop(key, None)
+        result_set = self._sets.pop(key, None)
+        if result_set is not None and self.on_stale is not None:
+            self.on_stale(key, result_set)
         self._names.pop(key, None)
         self._locks.pop(key, None)
         self._mtimes.pop(key, None)

@@ -1,8 +1,18 @@
 """What the server's default threshold is, as last learned over HTTP.
 
-The client never hard-codes a default: it learns one from ``threshold_used`` of any
-search that omitted ``min_similarity``, or from the admin endpoint when the client is
-allowed to read it, and keeps it for ``ttl`` seconds.
+The client never hard-codes a default. It learns it, cheapest first:
+
+1. from ``threshold_used`` of every search that omitted ``min_similarity`` (the listings'
+   own searches: free);
+2. from the admin endpoint, when the client may read it (a cheap GET; the poller asks it
+   every ``--poll-interval``);
+3. otherwise, when someone needs the value (``.meta/threshold``, a creation probe) and the
+   last one is older than ``ttl`` (``--max-age``), from a one-result probe search with
+   the optional enrichments off. An idle mount of an ordinary user never searches.
+
+So a PUT of a new default shows within ``--poll-interval`` for a client allowed to read
+the admin endpoint, and within ``--max-age`` otherwise (cached listings expire then, and
+their refetch reports the new ``threshold_used``).
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ class ServerDefault:
         self._admin_readable: bool | None = None
         self._on_change = on_change
         self._lock = trio.Lock()
+        self.probes = 0  # probe searches sent (the benchmark reports them)
 
     @property
     def fresh(self) -> bool:
@@ -78,18 +89,30 @@ class ServerDefault:
         return self._learned_at
 
     async def refresh(self, timeout: float | None = None) -> None:
-        """Re-learn the default now (the poller calls this); raises KgError on failure."""
+        """The poller's look: the admin endpoint where permitted, nothing otherwise (no
+        periodic searches); raises KgError on failure."""
         async with self._lock:
-            self.observe(await self._learn(timeout))
+            value = await self._from_admin(timeout)
+            if value is not None:
+                self.observe(value)
+
+    async def _from_admin(self, timeout: float | None) -> float | None:
+        if self._admin_readable is False:
+            return None
+        try:
+            value = await self._client.admin_default_threshold(timeout=timeout)
+        except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
+            self._admin_readable = False
+            return None
+        if value is not None:
+            self._admin_readable = True
+        return value
 
     async def _learn(self, timeout: float | None) -> float:
-        if self._admin_readable is not False:
-            try:
-                value = await self._client.admin_default_threshold(timeout=timeout)
-                if value is not None:
-                    self._admin_readable = True
-                    return value
-            except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
-                self._admin_readable = False
-        response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1), timeout=timeout)
+        value = await self._from_admin(timeout)
+        if value is not None:
+            return value
+        self.probes += 1
+        response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1, lean=True),
+                                             timeout=timeout)
         return response.threshold_used

@@ -64,7 +64,7 @@ class QueryService:
         self.state = state
         self.probe_timeout = probe_timeout
         self.server_default = ServerDefault(
-            client, poll_interval, state.server_default_seen, on_change=self._default_changed
+            client, max_age, state.server_default_seen, on_change=self._default_changed
         )
         self.results_cache = ResultCache(client, max_age, on_refresh=on_refresh,
                                          on_default=self.server_default.observe,

@@ -94,7 +94,9 @@ def test_mkdir_with_the_server_unreachable_keeps_the_typed_threshold(
 def test_the_listing_and_shown_default_follow_a_new_server_default(
     mount_factory, kg_admin
 ) -> None:
-    mount = mount_factory(extra_args=["--poll-interval", "1"])
+    # An ordinary user's mount learns a new default within --max-age (its listings
+    # expire and their refetch reports threshold_used); it never polls with searches.
+    mount = mount_factory(extra_args=["--poll-interval", "1", "--max-age", "1"])
     mount.path(TEXT).mkdir()
     threshold = mount.path(TEXT, ".meta", "threshold")
     before = results(mount, TEXT)
@@ -108,3 +110,18 @@ def test_the_listing_and_shown_default_follow_a_new_server_default(
         assert threshold.read_text().splitlines()[-1] == "inherit"
     time.sleep(1.2)
     assert results(mount, TEXT) == before
+
+
+def test_an_idle_mount_never_searches(mount_factory, kg_admin) -> None:
+    """Polling the server is a cheap GET of the epoch; the default is learned from the
+    searches that run anyway, so an idle mount sends no search at all."""
+    from kg_fuse.fs.server_default import PROBE_TEXT
+
+    mount = mount_factory(extra_args=["--poll-interval", "0.2", "--max-age", "0.5"])
+    mount.path(TEXT).mkdir()
+    assert results(mount, TEXT)
+    probes = len(kg_admin.search_log(PROBE_TEXT))
+    searches = len(kg_admin.search_log(TEXT))
+    time.sleep(3)  # 15 polls, 6 times --max-age
+    assert len(kg_admin.search_log(PROBE_TEXT)) == probes
+    assert len(kg_admin.search_log(TEXT)) == searches

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE_MAX = 100
 TOKEN_REFRESH_MARGIN = 60.0
+POOL_SIZE = 16  # connections to the server at most, all kept alive
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,9 @@ class KgApiClient:
         self._http = httpx.AsyncClient(
             base_url=self.api_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
+            # a bounded pool of kept-alive connections: concept details go in parallel
+            limits=httpx.Limits(max_connections=POOL_SIZE,
+                                max_keepalive_connections=POOL_SIZE),
             follow_redirects=False,
         )
         self._token: str | None = None

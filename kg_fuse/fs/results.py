@@ -5,17 +5,26 @@ epoch, its default threshold, the query's own threshold) or it is ``max_age`` se
 old. Identical concurrent requests share one fetch. Files are rendered when fetched, so
 every file's exact size is known for ``ls -l``, and keep their mtime while their content
 is unchanged.
+
+Memory is bounded: listings live in an LRU with a byte budget (``SETS_BUDGET``: their
+rendered bodies), concept details in another (``DETAILS_BUDGET``). An evicted listing is
+fetched again when next used (the kernel is told to forget its names first); a removed
+query's listing is dropped at once. Details are fetched over a bounded pool of kept-alive
+connections; the batch's deadline scales with its size, and a stalled server ends it at
+the first request timeout (files then render without details).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
+from cachetools import LRUCache
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
@@ -26,7 +35,9 @@ from kg_fuse.fs.render import concept_markdown
 
 log = logging.getLogger(__name__)
 
-DETAIL_CONCURRENCY = 8
+DETAIL_CONCURRENCY = 8  # concept details in flight at once (the client's pool is larger)
+SETS_BUDGET = 48 * 2**20  # bytes of rendered result bodies kept (about 30k files)
+DETAILS_BUDGET = 8 * 2**20  # bytes of concept details kept between listings
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,28 @@ class ResultSet:
     def add(self, result: ResultFile) -> None:
         self.files[result.name] = result
         self.by_concept[result.concept_id] = result
+        self.nbytes += len(result.body) + 2 * len(result.name) + 200
+
+    nbytes: int = 0
+
+
+def _detail_size(item: tuple[float, ConceptDetail]) -> int:
+    detail = item[1]
+    return 300 + len(detail.description) + sum(
+        200 + len(e.quote) for e in detail.evidence) + 150 * len(detail.relationships)
+
+
+class _Listings(LRUCache):
+    """Result sets by query key, least recently used evicted past the byte budget."""
+
+    def __init__(self, budget: int, on_evict: Callable[[str, ResultSet], None]) -> None:
+        super().__init__(maxsize=budget, getsizeof=lambda rs: max(rs.nbytes, 1))
+        self._on_evict = on_evict
+
+    def popitem(self) -> tuple[str, ResultSet]:
+        key, value = super().popitem()
+        self._on_evict(key, value)
+        return key, value
 
 
 @dataclass(frozen=True)
@@ -85,10 +118,10 @@ class ResultCache:
         self.on_refresh = on_refresh
         self.on_default = on_default
         self.on_stale: StaleListener | None = None
-        self._sets: dict[str, ResultSet] = {}
+        self._sets: _Listings = _Listings(SETS_BUDGET, self._evicted)
         self._names: dict[str, NameRegistry] = {}
         self._locks: dict[str, trio.Lock] = {}
-        self._details: dict[str, tuple[float, ConceptDetail]] = {}
+        self._details: LRUCache = LRUCache(DETAILS_BUDGET, getsizeof=_detail_size)
         # Per query: concept id -> (digest of its body, mtime), so a result keeps its
         # mtime while its content is unchanged, even if it left the listing meanwhile.
         self._mtimes: dict[str, dict[str, tuple[bytes, int]]] = {}
@@ -96,6 +129,15 @@ class ResultCache:
 
     def cached(self, key: str) -> ResultSet | None:
         return self._sets.get(key)
+
+    def _evicted(self, key: str, result_set: ResultSet) -> None:
+        log.debug("listing of %r evicted (byte budget)", key)
+        if self.on_stale is not None:
+            self.on_stale(key, result_set)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._sets.currsize) + int(self._details.currsize)
 
     def ttl(self, key: str) -> float:
         """How long the kernel may keep the listing's names and attributes: until the
@@ -229,28 +271,39 @@ class ResultCache:
                 found[cid] = cached[1]
             else:
                 missing.append(cid)
+        if not missing:
+            return found
         limiter = trio.CapacityLimiter(DETAIL_CONCURRENCY)
+        stalled = False
 
-        async def fetch_one(cid: str) -> None:
+        async def fetch_one(cid: str, scope: trio.CancelScope) -> None:
+            nonlocal stalled
             async with limiter:
                 try:
                     detail = await self._client.concept(cid)
+                except errors.ServerTimeout as exc:  # stalled: stop the batch now
+                    log.info("no details for concept %s: %s", cid, exc)
+                    stalled = True
+                    scope.cancel()
+                    return
                 except errors.KgError as exc:
                     log.info("no details for concept %s: %s", cid, exc)
                     return
             self._details[cid] = (trio.current_time(), detail)
             found[cid] = detail
 
-        # All details share one deadline: a server that answers the search but stalls on
-        # details costs one request timeout, and the files render without the details.
-        with trio.move_on_after(self._client.timeout) as scope:
+        # The deadline scales with the work (one request timeout per round of
+        # DETAIL_CONCURRENCY requests), so a busy but healthy server completes a
+        # 1000-result listing; a stalled one ends the batch at its first timeout.
+        rounds = math.ceil(len(missing) / DETAIL_CONCURRENCY)
+        with trio.move_on_after(self._client.timeout * rounds) as scope:
             async with trio.open_nursery() as nursery:
                 for cid in missing:
-                    nursery.start_soon(fetch_one, cid)
-        if scope.cancelled_caught:
+                    nursery.start_soon(fetch_one, cid, nursery.cancel_scope)
+        if scope.cancelled_caught or stalled:
+            fetched = len(found) - (len(concept_ids) - len(missing))
             log.warning("concept details timed out; %d of %d rendered without them",
-                        len(missing) - (len(found) - (len(concept_ids) - len(missing))),
-                        len(concept_ids))
+                        len(missing) - fetched, len(concept_ids))
         return found
 
 

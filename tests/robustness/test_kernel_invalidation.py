@@ -212,3 +212,43 @@ def test_the_kernel_caches_names_until_max_age(mount_factory: Callable[..., Moun
     time.sleep(3.2)
     os.stat(query / names[0])
     assert len(kg_admin.search_log(RELEVANT)) > searches, "expired names were not refetched"
+
+
+# -- listings on a busy server ------------------------------------------------------------
+
+MISSING = "could not be fetched"
+
+
+@pytest.mark.timeout(120)
+def test_a_large_listing_on_a_busy_server_is_complete(proxied: Callable[..., Mount],
+                                                      proxy: Any) -> None:
+    """Every concept detail takes 0.2 s (a busy, healthy server) and the deadline per
+    request is 1 s: 150 details take ~4 s at 8 in flight, longer than one deadline, and
+    still every file has its evidence (the batch's deadline scales with its size)."""
+    mount = proxied(timeout=1.0)
+    query = mount.path(RELEVANT)
+    query.mkdir()
+    write(mount, RELEVANT, "threshold", "0")
+    write(mount, RELEVANT, "limit", "150")
+    proxy.set_mode("slow", delay=0.2, paths=["/query/concept"])
+    names = result_names(query)
+    assert len(names) == 150
+    incomplete = [n for n in names if MISSING in (query / n).read_text()]
+    assert not incomplete, f"{len(incomplete)} files rendered without details"
+
+
+@pytest.mark.timeout(120)
+def test_a_stalled_detail_batch_ends_at_the_first_deadline(
+        proxied: Callable[..., Mount], proxy: Any) -> None:
+    mount = proxied(timeout=1.0, allowed_log=[r"concept details timed out"])
+    query = mount.path(RELEVANT)
+    query.mkdir()
+    write(mount, RELEVANT, "threshold", "0")
+    write(mount, RELEVANT, "limit", "150")
+    proxy.set_mode("stall", paths=["/query/concept"])
+    started = time.monotonic()
+    names = result_names(query)
+    elapsed = time.monotonic() - started
+    assert len(names) == 150
+    assert elapsed < 3.0, f"a stalled server held the listing for {elapsed:.1f}s"
+    assert MISSING in (query / names[-1]).read_text()

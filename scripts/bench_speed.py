@@ -144,11 +144,15 @@ def server_round_trips(server: KGServer, repeat: int) -> list[list[str]]:
         health = p50(lambda: http.get("/health"), repeat * 10)
         epoch = p50(lambda: http.get("/database/epoch"), repeat * 10)
         detail = p50(lambda: http.get(f"/query/concept/{concept}"), repeat * 10)
-        search = p50(lambda: http.post("/query/search", json={"query": text, "limit": 50}),
-                     repeat * 4)
-    embedder = Embedder()
-    embedder.load()
-    embed = p50(lambda: embedder.encode_one(text), repeat * 4)
+        embedder = Embedder()
+        embedder.load()
+        embedder.encode_one(text)
+        searches, embeddings = [], []
+        for _ in range(repeat * 4):  # interleaved, so both meet the same machine load
+            searches.append(timed(lambda: http.post("/query/search",
+                                                    json={"query": text, "limit": 50})))
+            embeddings.append(timed(lambda: embedder.encode_one(text)))
+        search, embed = statistics.median(searches), statistics.median(embeddings)
     return [
         ["GET /health p50", ms(health), f"raw HTTP floor {ms(floor_p50)}",
          ratio(health, floor_p50)],
@@ -166,11 +170,13 @@ import asyncio, sys
 BODY = (b'HTTP/1.1 200 OK\\r\\ncontent-type: application/json\\r\\n'
         b'content-length: 15\\r\\n\\r\\n{"status":"ok"}')
 async def handle(reader, writer):
-    while True:
-        head = await reader.readuntil(b'\\r\\n\\r\\n')
-        if not head: return
-        writer.write(BODY)
-        await writer.drain()
+    try:
+        while True:
+            await reader.readuntil(b'\\r\\n\\r\\n')
+            writer.write(BODY)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
 async def main():
     server = await asyncio.start_server(handle, '127.0.0.1', 0)
     print(server.sockets[0].getsockname()[1], flush=True)

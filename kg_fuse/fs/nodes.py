@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyfuse3
 
@@ -54,7 +54,7 @@ NodeKey = tuple[NodeKind, str, str]
 _INODE_MASK = (1 << 63) - 1
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # one per inode the kernel holds: keep it small
 class Node:
     inode: int
     kind: NodeKind
@@ -66,7 +66,6 @@ class Node:
     # its result left the listing.
     last_body: bytes = b""
     last_mtime_ns: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def key(self) -> NodeKey:

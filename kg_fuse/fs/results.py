@@ -40,7 +40,7 @@ SETS_BUDGET = 48 * 2**20  # bytes of rendered result bodies kept (about 30k file
 DETAILS_BUDGET = 8 * 2**20  # bytes of concept details kept between listings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResultFile:
     name: str
     concept_id: str

@@ -17,6 +17,8 @@ queue them, and the background task sends them a moment later.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import logging
 
@@ -25,6 +27,7 @@ import trio
 
 log = logging.getLogger(__name__)
 
+TRIM_AFTER = 5000  # inodes forgotten between two heap trims
 FLUSH_WAIT = 5.0  # seconds a handler waits for the kernel to take its notifications
 
 
@@ -57,11 +60,12 @@ class KernelCache:
 
     async def flush(self, wait: float = FLUSH_WAIT) -> None:
         """Send what is queued and wait (at most ``wait`` seconds) until the kernel took
-        it; past the bound the worker carries on alone and the caller goes on."""
-        if not self.pending:
+        it, and whatever the background task is sending; past the bound the worker
+        carries on alone and the caller goes on."""
+        if not self.pending and not self._lock.locked():
             return
         with trio.move_on_after(wait) as scope:
-            async with self._lock:
+            async with self._lock:  # also waits for a batch the background task is sending
                 names, self._names = list(self._names), {}
                 inodes, self._inodes = list(self._inodes), {}
                 if names or inodes:
@@ -96,3 +100,20 @@ class KernelCache:
             await self._wake.wait()
             self._wake = trio.Event()
             await self.flush()
+
+
+def _libc_trim() -> object:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _libc_trim()
+
+
+def give_memory_back() -> None:
+    """Return freed heap pages to the system (glibc keeps them otherwise): called when
+    the kernel forgot many inodes, so the daemon's memory shrinks with the table."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)  # type: ignore[operator]

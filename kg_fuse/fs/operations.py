@@ -17,7 +17,7 @@ from kg_fuse.fs.control import ScratchFiles, WriteSession
 from kg_fuse.fs.errors import handler
 from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
 from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.kernel import KernelCache
+from kg_fuse.fs.kernel import TRIM_AFTER, KernelCache, give_memory_back
 from kg_fuse.fs.links import resolve_link_target
 from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control, control_mtime_key
 from kg_fuse.fs.names import META_DIR, PATH_MAX, InvalidName, NameTooLong, decode_name
@@ -63,6 +63,7 @@ class KgOperations(pyfuse3.Operations):
         self.attrs = Attributes(started_ns=time.time_ns())
         self.handles = HandleTable()
         self.kernel = KernelCache()
+        self._forgotten = 0
         service.results_cache.on_refresh = self._results_refreshed
         service.results_cache.on_stale = self._results_stale
 
@@ -159,6 +160,10 @@ class KgOperations(pyfuse3.Operations):
     def forget(self, inode_list: list[tuple[int, int]]) -> None:
         for inode, count in inode_list:
             self.inodes.forget(inode, count)
+        self._forgotten += len(inode_list)
+        if self._forgotten >= TRIM_AFTER:
+            self._forgotten = 0
+            give_memory_back()
 
     @handler
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,

@@ -21,7 +21,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import trio
 from cachetools import LRUCache
@@ -36,7 +36,7 @@ from kg_fuse.fs.render import concept_markdown
 log = logging.getLogger(__name__)
 
 DETAIL_CONCURRENCY = 8  # concept details in flight at once (the client's pool is larger)
-SETS_BUDGET = 48 * 2**20  # bytes of rendered result bodies kept (about 30k files)
+SETS_BUDGET = 32 * 2**20  # bytes of rendered listings kept (about 25k result files)
 DETAILS_BUDGET = 8 * 2**20  # bytes of concept details kept between listings
 
 
@@ -246,7 +246,10 @@ class ResultCache:
         details = await self._fetch_details([hit.concept_id for hit in outcome.hits])
         names = self._names.setdefault(key, NameRegistry())
         mtimes = self._mtimes.setdefault(key, {})
-        result_set = ResultSet(plan, outcome.primary, trio.current_time(), time.time())
+        # the hints only: the hits are in the files already (and a page of hits with
+        # their descriptions costs more memory than the rendered files)
+        hints = replace(outcome.primary, results=())
+        result_set = ResultSet(plan, hints, trio.current_time(), time.time())
         now_ns = time.time_ns()
         for hit in outcome.hits:
             name = names.name_for(hit.concept_id, hit.label)

@@ -25,21 +25,25 @@ if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv with $($PY --version)"
     "$PY" -m venv .venv
 fi
-# Checked without importing anything heavy, so a second run takes a second.
-if ! .venv/bin/python - <<'CHECK' 2>/dev/null; then
-import importlib.util, sys
-need = ("torch", "kg_fuse", "pyfuse3", "sentence_transformers", "fastapi", "pytest", "ruff")
-sys.exit(any(importlib.util.find_spec(m) is None for m in need))
-CHECK
-    echo "==> installing Python packages (first time: a few minutes)"
-    .venv/bin/pip install -q --upgrade pip
-    # torch first, so nothing later pulls its CUDA build. KG_TORCH_INDEX_URL points pip at
-    # an index of CPU-only wheels (see the README's "Installing" section).
-    if [ -n "${KG_TORCH_INDEX_URL:-}" ]; then
-        .venv/bin/pip install -q "torch" --index-url "$KG_TORCH_INDEX_URL"
+# Installed once, then again only when pyproject.toml changes (its hash is stamped in
+# .venv): a second run checks without importing anything, in about a second.
+STAMP=.venv/.kg-fuse-installed
+WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+    if ! .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)' 2>/dev/null; then
+        echo "==> installing Python packages (first time: a few minutes)"
+        .venv/bin/pip install -q --upgrade pip
+        # torch first, so nothing later pulls its CUDA build. KG_TORCH_INDEX_URL points pip
+        # at an index of CPU-only wheels (see the README's "Installing" section).
+        if [ -n "${KG_TORCH_INDEX_URL:-}" ]; then
+            .venv/bin/pip install -q "torch" --index-url "$KG_TORCH_INDEX_URL"
+        else
+            .venv/bin/pip install -q "torch==2.13.0"
+        fi
     else
-        .venv/bin/pip install -q "torch==2.13.0"
+        echo "==> updating Python packages (pyproject.toml changed)"
     fi
     .venv/bin/pip install -q -e ".[server,test]"
+    echo "$WANT" > "$STAMP"
 fi
 echo "==> environment ready (.venv)"

@@ -203,7 +203,7 @@ class MountModel(RuleBasedStateMachine):
                 and p[:len(query)] == query}
 
     def wait_for_default(self, value: float) -> None:
-        """Until the mount has learned the server's default (it polls every 0.3 s)."""
+        """Until the mount has learned the server's default (within --max-age, 0.3 s)."""
         probe = (b"default probe",)
         os.mkdir(self.path(probe))
         try:
@@ -597,7 +597,9 @@ class MountModel(RuleBasedStateMachine):
 def model_mount(mount_factory: Any, kg_admin: Any) -> Iterator[Mount]:
     original = kg_admin.get_default()
     with kg_admin.default_set_to(original):
-        yield mount_factory(extra_args=["--poll-interval", "0.3"],
+        # an ordinary user's mount learns a new default within --max-age (no searches
+        # on a schedule), so both are short here
+        yield mount_factory(extra_args=["--poll-interval", "0.3", "--max-age", "0.3"],
                             allowed_log=[r"WARNING kg_fuse\.fs\.errors: server request failed"])
 
 

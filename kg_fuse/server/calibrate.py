@@ -1,13 +1,25 @@
 """Seeding the default search threshold just above this corpus's noise floor (ADR-508).
 
-The floor is measured, not assumed: a fixed, seeded set of random-letter queries (plus
-a few keyboard mashes) is embedded, and each one's best cosine against the corpus is
-its noise score. The default is put just above the worst noise score:
+The floor is measured on the final score a search returns (fused vectors plus keyword
+and typo matches), with seeded noise of every shape a user might type: short 3-5
+letter tokens, consonant runs, keyboard mashes, long pronounceable nonsense, digits and
+punctuation, random-letter words, single nonsense words.
 
-    default = ceil((max gibberish best-match + MARGIN) * 100) / 100,  MARGIN = 0.02
+The statistic must not let one junk concept drag the default (a badly parsed concept
+with an empty or garbled text sits near the centre of the embedding space and attracts
+noise). Each concept's highest score over all noise queries is taken; the two concepts
+that attract noise most are reported by name and left out:
 
-so no gibberish query of the calibration set lists anything at the default. Relevant
-probe queries are measured too, for the report only.
+    floor   = 3rd-highest per-concept noise score
+    default = ceil((floor + MARGIN) * 100) / 100,  MARGIN = 0.02
+
+When no concept is an outlier the top three per-concept scores lie within a few
+hundredths of each other and the margin covers them; when one is, it no longer moves
+the default (it may then list for noise: the calibration output names it).
+
+Relevant probes come from the corpus itself (seeded sample of concepts, each queried
+by a phrasing made from its own description), so the report shows how many of them the
+default keeps, whatever the corpus is about.
 """
 
 from __future__ import annotations
@@ -16,53 +28,143 @@ import json
 import logging
 import math
 import random
+import re
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.index import ConceptIndex
 
 log = logging.getLogger(__name__)
 
 THRESHOLD_KEY = "search_default_similarity_threshold"
 CALIBRATION_KEY = "search_calibration_report"
+PROVENANCE_KEY = "search_threshold_provenance"
 FALLBACK_THRESHOLD = 0.6
 MARGIN = 0.02
-GIBBERISH_COUNT = 50
+OUTLIERS = 2         # concepts with the highest noise scores left out of the floor
+PER_SHAPE = 40
 GIBBERISH_SEED = 508
-RULE = "default = ceil((max gibberish best-match + 0.02) * 100) / 100"
+PROBE_COUNT = 60
+#: Recalibrate a calibrated default when the corpus grew or shrank by more than this.
+RECALIBRATE_FRACTION = 0.2
+RULE = ("default = ceil((3rd-highest per-concept noise score + 0.02) * 100) / 100")
 
+KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "1234567890")
 KEYBOARD_MASHES: tuple[str, ...] = (
     "asdfgh qwerty zxcvb", "qwertyuiop", "zxcv bnm", "asdf jkl", "hjkl yuiop ghjk",
 )
-
-PROBE_QUERIES: tuple[str, ...] = (
-    "compress data with gzip",
-    "read and write CSV files",
-    "encode binary data as base64",
-    "copy a directory tree",
-    "decode JSON text into Python objects",
-    "create a temporary file",
-    "match file names against shell wildcards",
-    "extract files from a zip archive",
-)
+_VOWELS = "aeiou"
+_CONSONANTS = "bcdfghjklmnpqrstvwxz"
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_PUNCT = "!?#@$%&*()[]{}<>/\\|~^+=-_.,;:'\""
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
-def gibberish_queries(count: int = GIBBERISH_COUNT, seed: int = GIBBERISH_SEED) -> list[str]:
-    """``count`` seeded queries of 2-4 'words' of 3-8 random letters, plus the mashes."""
+def _short_tokens(rng: random.Random) -> str:
+    return " ".join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 5)))
+                    for _ in range(rng.randint(1, 3)))
+
+
+def _consonant_runs(rng: random.Random) -> str:
+    return " ".join("".join(rng.choice(_CONSONANTS) for _ in range(rng.randint(3, 9)))
+                    for _ in range(rng.randint(1, 4)))
+
+
+def _keyboard_mash(rng: random.Random) -> str:
+    words = []
+    for _ in range(rng.randint(1, 4)):
+        row = rng.choice(KEYBOARD_ROWS[:3])
+        start = rng.randint(0, len(row) - 3)
+        word = row[start:start + rng.randint(3, len(row) - start)]
+        words.append(word[::-1] if rng.random() < 0.3 else word)
+    return " ".join(words)
+
+
+def _nonsense_word(rng: random.Random, syllables: int) -> str:
+    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) +
+                   (rng.choice(_CONSONANTS) if rng.random() < 0.4 else "")
+                   for _ in range(syllables))
+
+
+def _long_nonsense(rng: random.Random) -> str:
+    return " ".join(_nonsense_word(rng, rng.randint(3, 6)) for _ in range(rng.randint(1, 8)))
+
+
+def _single_word(rng: random.Random) -> str:
+    return _nonsense_word(rng, rng.randint(2, 4))
+
+
+def _digits_punctuation(rng: random.Random) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        alphabet = rng.choice(("0123456789", _PUNCT, "0123456789" + _PUNCT + "xX."))
+        parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))))
+    return " ".join(parts)
+
+
+def _random_letters(rng: random.Random) -> str:
+    return " ".join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 8)))
+                    for _ in range(rng.randint(2, 8)))
+
+
+NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
+    "short tokens": _short_tokens, "consonant runs": _consonant_runs,
+    "keyboard mashes": _keyboard_mash, "long nonsense": _long_nonsense,
+    "single nonsense words": _single_word, "digits and punctuation": _digits_punctuation,
+    "random letters": _random_letters,
+}
+
+
+def gibberish_queries(per_shape: int = PER_SHAPE, seed: int = GIBBERISH_SEED
+                      ) -> list[tuple[str, str]]:
+    """(shape, query) pairs: ``per_shape`` seeded queries of every shape, plus mashes."""
     rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    queries = [
-        " ".join("".join(rng.choice(letters) for _ in range(rng.randint(3, 8)))
-                 for _ in range(rng.randint(2, 4)))
-        for _ in range(count)
-    ]
-    return queries + list(KEYBOARD_MASHES)
+    out = [(shape, make(rng)) for shape, make in NOISE_SHAPES.items()
+           for _ in range(per_shape)]
+    out += [("keyboard mashes", q) for q in KEYBOARD_MASHES]
+    return list(dict.fromkeys(out))
 
 
-def choose_default(gibberish_max: float, margin: float = MARGIN) -> float:
+def probe_queries(concepts: Sequence[tuple[str, str, str]], count: int = PROBE_COUNT,
+                  seed: int = GIBBERISH_SEED) -> list[tuple[str, str]]:
+    """(concept id, phrasing) probes from this corpus's own descriptions.
+
+    ``concepts`` are (id, label, description). A probe keeps the description's first
+    words that are not in the label, so it asks for the concept without naming it.
+    """
+    rng = random.Random(seed)
+    usable = []
+    for cid, label, description in concepts:
+        name_words = {w.lower() for w in re.split(r"[\W_]+", label) if w}
+        words = [w for w in _WORD.findall(description) if w.lower() not in name_words]
+        if len(words) >= 4:
+            usable.append((cid, " ".join(words[:8]).lower()))
+    rng.shuffle(usable)
+    return usable[:count]
+
+
+def choose_default(floor: float, margin: float = MARGIN) -> float:
     """The rule; rounding first keeps 0.48 from becoming 0.49 through float noise."""
-    return math.ceil(round((gibberish_max + margin) * 100, 6)) / 100
+    return min(1.0, math.ceil(round((floor + margin) * 100, 6)) / 100)
+
+
+def noise_floor(best: Sequence[Sequence[tuple[str, float]]], skip: int = OUTLIERS
+                ) -> tuple[float, list[str], list[float]]:
+    """(floor, outlier concept ids, per-query best scores).
+
+    ``best`` holds each noise query's top matches, best first. Every concept's highest
+    noise score is taken over all queries; the floor is the ``skip + 1``-th highest of
+    those, so the ``skip`` concepts that attract noise most (typically a junk concept:
+    an empty or garbled text near the centre of the embedding space) cannot set it.
+    """
+    per_concept: dict[str, float] = {}
+    for hits in best:
+        for cid, score in hits:
+            per_concept[cid] = max(score, per_concept.get(cid, -1.0))
+    ranked = sorted(per_concept.items(), key=lambda kv: (-kv[1], kv[0]))
+    outliers = [cid for cid, _ in ranked[:skip]] if len(ranked) > skip else []
+    floor = ranked[len(outliers)][1] if ranked else 0.0
+    scores = [hits[0][1] if hits else 0.0 for hits in best]
+    return floor, outliers, scores
 
 
 @dataclass
@@ -74,54 +176,87 @@ class CalibrationReport:
     gibberish_median: float
     gibberish_max: float
     gibberish_worst_query: str
+    noise_floor: float = 0.0
+    outliers: list[str] = field(default_factory=list)  # labels
+    shapes: list[tuple[str, int, float, float]] = field(default_factory=list)
     probes: list[tuple[str, float, str]] = field(default_factory=list)  # query, max, label
+    probes_found: int = 0
     rule: str = RULE
     default: float = FALLBACK_THRESHOLD
+    calibrated_at: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
 
-def measure(embedder: Embedder, index: ConceptIndex,
-            labels: dict[str, str] | None = None) -> CalibrationReport:
-    """Embed the calibration queries and measure them against the index (blocking)."""
+Searcher = Callable[[list[str], int], list[list[tuple[str, float]]]]
+
+
+def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
+            calibrated_at: str = "") -> CalibrationReport:
+    """Measure noise and probes through ``search`` (queries, k -> top-k per query)."""
+    labels = {cid: label for cid, label, _ in concepts}
     noise = gibberish_queries()
-    noise_best = index.best_scores(embedder.encode(noise))
-    probes: list[tuple[str, float, str]] = []
-    for query, vector in zip(PROBE_QUERIES, embedder.encode(list(PROBE_QUERIES)), strict=True):
-        top = index.search(vector, -1.0, top_k=1)
-        cid, score = top[0] if top else ("", 0.0)
-        probes.append((query, round(score, 4), (labels or {}).get(cid, cid)))
-    worst = int(noise_best.argmax()) if len(noise_best) else 0
-    gib_max = float(noise_best.max()) if len(noise_best) else 0.0
+    tops = search([q for _, q in noise], 5)
+    floor, outliers, best = noise_floor(tops)
+    default = choose_default(floor)
+    shapes = []
+    for shape in NOISE_SHAPES:
+        values = [b for (s, _), b in zip(noise, best, strict=True) if s == shape]
+        if values:
+            shapes.append((shape, len(values), round(statistics.median(values), 4),
+                           round(max(values), 4)))
+    probes = probe_queries(concepts)
+    found = 0
+    probe_rows = []
+    for (cid, query), hits in zip(probes, search([q for _, q in probes], 50), strict=True):
+        score = next((s for c, s in hits if c == cid), 0.0)
+        found += score >= default
+        probe_rows.append((query, round(score, 4), labels.get(cid, cid)))
+    worst = max(range(len(best)), key=best.__getitem__) if best else 0
     return CalibrationReport(
-        concept_count=len(index),
-        gibberish_count=len(noise),
-        gibberish_median=round(float(statistics.median(noise_best.tolist())), 4)
-        if len(noise_best) else 0.0,
-        gibberish_max=round(gib_max, 4),
-        gibberish_worst_query=noise[worst],
-        probes=probes,
-        default=choose_default(gib_max),
-    )
+        concept_count=len(concepts), gibberish_count=len(noise),
+        gibberish_median=round(statistics.median(best), 4) if best else 0.0,
+        gibberish_max=round(max(best), 4) if best else 0.0,
+        gibberish_worst_query=noise[worst][1] if noise else "",
+        noise_floor=round(floor, 4), outliers=[labels.get(h, h) for h in outliers],
+        shapes=shapes, probes=probe_rows, probes_found=found, default=default,
+        calibrated_at=calibrated_at)
+
+
+def drifted(calibrated_count: int, current_count: int,
+            fraction: float = RECALIBRATE_FRACTION) -> bool:
+    """Whether the corpus changed enough since calibration to calibrate again."""
+    if calibrated_count <= 0:
+        return current_count > 0
+    return abs(current_count - calibrated_count) > fraction * calibrated_count
 
 
 def format_report(report: CalibrationReport) -> str:
     """The calibration table, as plain text (pure: no model, no server)."""
     lines = [
-        f"Calibration over {report.concept_count} concepts (all-MiniLM-L6-v2, exact cosine)",
+        f"Calibration over {report.concept_count} concepts (all-MiniLM-L6-v2, fused views "
+        "+ keywords: the score searches return)",
         "",
-        f"{'queries':<44} {'n':>3} {'median':>7} {'max':>7}",
-        f"{'gibberish (seeded random letters + mashes)':<44} {report.gibberish_count:>3} "
-        f"{report.gibberish_median:>7.3f} {report.gibberish_max:>7.3f}",
-        f"  worst gibberish query: {report.gibberish_worst_query!r}",
-        "",
-        f"{'relevant probe':<44} {'max':>7}  top match",
+        f"{'noise shape':<28} {'n':>4} {'median':>7} {'max':>7}",
     ]
-    for query, score, label in report.probes:
-        lines.append(f"{query:<44} {score:>7.3f}  {label}")
+    for shape, n, median, top in report.shapes:
+        lines.append(f"{shape:<28} {n:>4} {median:>7.3f} {top:>7.3f}")
+    lines += [
+        f"{'all noise':<28} {report.gibberish_count:>4} {report.gibberish_median:>7.3f} "
+        f"{report.gibberish_max:>7.3f}",
+        f"  worst noise query: {report.gibberish_worst_query!r}",
+        f"  concepts left out of the floor: {', '.join(report.outliers) or 'none'}",
+        f"  noise floor: {report.noise_floor:.3f}",
+        "",
+        f"{'relevant probe (from this corpus)':<52} {'score':>6}  expected concept",
+    ]
+    for query, score, label in report.probes[:12]:
+        lines.append(f"{query[:52]:<52} {score:>6.3f}  {label}")
     if report.probes:
-        scores = [s for _, s, _ in report.probes]
-        lines.append(f"{'(probe range)':<44} {min(scores):.3f}-{max(scores):.3f}")
+        lines.append(f"probes listing their concept at the default: {report.probes_found}/"
+                     f"{len(report.probes)}")
     lines += ["", f"rule: {report.rule}", f"default: {report.default:.2f}"]
+    if report.calibrated_at:
+        lines.append(f"calibrated at: {report.calibrated_at}")
     return "\n".join(lines)

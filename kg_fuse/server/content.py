@@ -11,14 +11,16 @@ import json
 import logging
 import sqlite3
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable
 
 import numpy as np
 
-from kg_fuse.server.corpus import DocumentSpec, concept_id, embedding_text
+from kg_fuse.server.corpus import DocumentSpec, concept_id
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.store import Store
+from kg_fuse.server.views import view_texts
 
 log = logging.getLogger(__name__)
 
@@ -147,25 +149,89 @@ def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: s
         )
 
 
+def _concept_texts(store: Store, where: str) -> list[tuple[str, dict[str, str]]]:
+    """(concept id, view texts) of the concepts matching ``where``, in id order."""
+    rows = store.query(f"SELECT * FROM concepts WHERE {where} ORDER BY id")
+    evidence: dict[str, list[str]] = defaultdict(list)
+    ids = [r["id"] for r in rows]
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        for r in store.query("SELECT concept_id, quote FROM instances WHERE concept_id IN "
+                             f"({','.join('?' * len(part))}) ORDER BY id", part):
+            evidence[r["concept_id"]].append(r["quote"])
+    out = []
+    for r in rows:
+        keys = r.keys()
+        out.append((r["id"], view_texts(
+            r["label"], r["description"] or "",
+            signature=(r["signature"] or "") if "signature" in keys else "",
+            examples=(r["examples"] or "") if "examples" in keys else "",
+            evidence=evidence.get(r["id"], []))))
+    return out
+
+
 def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> list[str]:
-    """Embed every concept that has no stored vector yet; returns their ids."""
-    rows = store.query(
-        "SELECT id, label, description FROM concepts "
-        "WHERE id NOT IN (SELECT concept_id FROM embeddings) ORDER BY id")
-    if not rows:
+    """Embed the views of every concept that has none stored yet; returns their ids.
+
+    Also indexes their text for keyword search, in the same transaction.
+    """
+    concepts = _concept_texts(
+        store, "id NOT IN (SELECT DISTINCT concept_id FROM concept_views)")
+    if not concepts:
         return []
+    jobs = [(cid, view, text) for cid, texts in concepts for view, text in texts.items()]
     # Similar lengths in a batch mean less padding: about twice as fast on CPU.
-    rows = sorted(rows, key=lambda r: len(r["label"]) + len(r["description"]))
-    texts = [embedding_text(r["label"], r["description"]) for r in rows]
-    log.info("embedding %d concepts with %s", len(texts), embedder.name)
-    vectors = embedder.encode(texts, progress=progress)
+    jobs.sort(key=lambda j: len(j[2]))
+    log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),
+             embedder.name)
+    vectors = embedder.encode([text for _, _, text in jobs], progress=progress)
     with store.transaction(content_change=True) as conn:
         conn.executemany(
-            "INSERT OR REPLACE INTO embeddings(concept_id, model, vector) VALUES (?, ?, ?)",
-            [(r["id"], embedder.name, np.ascontiguousarray(v, np.float32).tobytes())
-             for r, v in zip(rows, vectors, strict=True)],
-        )
-    return [r["id"] for r in rows]
+            "INSERT OR REPLACE INTO concept_views(concept_id, view, model, vector) "
+            "VALUES (?, ?, ?, ?)",
+            [(cid, view, embedder.name, np.ascontiguousarray(v, np.float32).tobytes())
+             for (cid, view, _), v in zip(jobs, vectors, strict=True)])
+        _index_text(conn, concepts)
+    return [cid for cid, _ in concepts]
+
+
+def _index_text(conn: sqlite3.Connection,
+                concepts: list[tuple[str, dict[str, str]]]) -> None:
+    """(Re)write the keyword-search rows of these concepts (rowid = the concept's)."""
+    for cid, texts in concepts:
+        rowid = conn.execute("SELECT rowid FROM concepts WHERE id = ?", (cid,)).fetchone()
+        if rowid is None:
+            continue
+        conn.execute("DELETE FROM concept_text WHERE rowid = ?", (rowid[0],))
+        name, _, signature = texts.get("name", "").partition(" (")
+        conn.execute(
+            "INSERT INTO concept_text(rowid, concept_id, name, signature, description, "
+            "examples) VALUES (?, ?, ?, ?, ?, ?)",
+            (rowid[0], cid, name, f"({signature}" if signature else "",
+             texts.get("description", ""), texts.get("examples", "")))
+
+
+def texts_of(store: Store, concept_ids: list[str]) -> list[str]:
+    """The keyword-indexed text of these concepts."""
+    out: list[str] = []
+    for start in range(0, len(concept_ids), 500):
+        part = concept_ids[start:start + 500]
+        for r in store.query(
+                "SELECT t.name, t.signature, t.description, t.examples FROM concepts c "
+                "JOIN concept_text t ON t.rowid = c.rowid "
+                f"WHERE c.id IN ({','.join('?' * len(part))})", part):
+            out.extend(v for v in r if v)
+    return out
+
+
+def index_missing_text(store: Store) -> int:
+    """Keyword-index concepts embedded before the keyword index existed."""
+    concepts = _concept_texts(store, "rowid NOT IN (SELECT rowid FROM concept_text)")
+    if concepts:
+        with store.transaction() as conn:
+            _index_text(conn, concepts)
+        log.info("indexed the text of %d concepts for keyword search", len(concepts))
+    return len(concepts)
 
 
 def link_similar(store: Store, index: ConceptIndex, concept_ids: list[str],

@@ -1,68 +1,160 @@
-"""The in-memory search index: a float32 matrix of unit vectors, exact cosine by numpy.
+"""The in-memory search index: one float32 matrix of fused concept vectors, exact by numpy.
 
-It is loaded from the store's embeddings table (never recomputed at start-up) and
-replaced wholesale after content changes: building a new index object and swapping a
-reference is atomic for readers, so searches never see a half-updated matrix.
+Each row is a concept's fused vector (see :mod:`kg_fuse.server.views`), so a query's
+vector score is one scan of one matrix (the quantised scan of :mod:`kg_fuse.server.scan`,
+exact at the threshold). Hybrid search adds the keyword score
+(:mod:`kg_fuse.server.keywords`) with :func:`merge`, which keeps the score in [0, 1].
+
+The index is built from the store's per-view vectors at start-up (never re-embedded)
+and then changed incrementally: :meth:`ConceptIndex.changed` returns a new index with
+rows added and removed, and the knowledge graph swaps its reference to it. Swapping a
+reference is atomic for readers, so a search never sees a half-updated index.
 Ontology membership is by sources: a concept is in ontology O when any of its evidence
 comes from a document of O.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from kg_fuse.server.embedder import DIMENSIONS
-from kg_fuse.server.scan import QuantisedScan
+from kg_fuse.server.scan import QuantisedScan, exact_scores
 from kg_fuse.server.store import Store
+from kg_fuse.server.views import fuse
 
 log = logging.getLogger(__name__)
 
+#: How much a full keyword match can add: merged = v + KEYWORD_WEIGHT * kw * (1 - v).
+KEYWORD_WEIGHT = 0.3
 
-@dataclass
+
+def merge(vector_score: np.ndarray | float, keyword_score: np.ndarray | float,
+          weight: float = KEYWORD_WEIGHT) -> np.ndarray:
+    """Hybrid score in [0, 1]: the vector score, lifted toward 1 by the keyword score.
+
+    A keyword match can only raise a score, by at most ``weight`` of the distance left
+    to 1, so keyword scores can never drown the vector scores and a result without a
+    keyword match keeps its vector score.
+    """
+    v = np.clip(np.asarray(vector_score, dtype=np.float32), 0.0, 1.0)
+    k = np.clip(np.asarray(keyword_score, dtype=np.float32), 0.0, 1.0)
+    return v + np.float32(weight) * k * (np.float32(1.0) - v)
+
+
+def _empty() -> np.ndarray:
+    return np.zeros((0, DIMENSIONS), np.float32)
+
+
+def _ontology_rows(ids: list[str], members: Mapping[str, Iterable[str]]
+                   ) -> dict[str, np.ndarray]:
+    rows: dict[str, list[int]] = defaultdict(list)
+    for row, cid in enumerate(ids):
+        for name in members.get(cid, ()):
+            rows[name].append(row)
+    return {name: np.array(rs, dtype=np.int64) for name, rs in rows.items()}
+
+
+def memberships(store: Store, ids: list[str] | None = None) -> dict[str, frozenset[str]]:
+    """Concept id -> names of the ontologies its evidence comes from."""
+    sql = ("SELECT DISTINCT i.concept_id, o.name FROM instances i "
+           "JOIN chunks c ON c.source_id = i.source_id "
+           "JOIN documents d ON d.id = c.document_id "
+           "JOIN ontologies o ON o.id = d.ontology_id")
+    found: dict[str, set[str]] = defaultdict(set)
+    if ids is None:
+        for r in store.query(sql):
+            found[r["concept_id"]].add(r["name"])
+    else:
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for r in store.query(f"{sql} WHERE i.concept_id IN ({','.join('?' * len(part))})",
+                                 part):
+                found[r["concept_id"]].add(r["name"])
+    return {cid: frozenset(names) for cid, names in found.items()}
+
+
+def load_fused(store: Store, ids: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Concept id -> fused vector, from the stored per-view vectors."""
+    sql = "SELECT concept_id, view, vector FROM concept_views"
+    views: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
+    batches = [None] if ids is None else [ids[i:i + 500] for i in range(0, len(ids), 500)]
+    for part in batches:
+        rows = (store.query(sql) if part is None else
+                store.query(f"{sql} WHERE concept_id IN ({','.join('?' * len(part))})", part))
+        for r in rows:
+            views[r["concept_id"]][r["view"]] = np.frombuffer(r["vector"], dtype=np.float32)
+    return {cid: fuse(v) for cid, v in views.items()}
+
+
+@dataclass(frozen=True)
 class ConceptIndex:
-    """Concept ids, their matrix rows and per-ontology row sets."""
+    """Concept ids, their fused-vector rows, and per-ontology row sets (immutable)."""
 
     ids: list[str] = field(default_factory=list)
-    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, DIMENSIONS), np.float32))
+    matrix: np.ndarray = field(default_factory=_empty)
+    members: dict[str, frozenset[str]] = field(default_factory=dict)
     ontology_rows: dict[str, np.ndarray] = field(default_factory=dict)
+    row_of: dict[str, int] = field(default_factory=dict)
+    scanner: QuantisedScan = field(default_factory=lambda: QuantisedScan(_empty()))
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @classmethod
+    def build(cls, vectors: Mapping[str, np.ndarray],
+              members: Mapping[str, frozenset[str]]) -> ConceptIndex:
+        ids = sorted(vectors)
+        matrix = np.vstack([vectors[c] for c in ids]).astype(np.float32) if ids else _empty()
+        kept = {c: members[c] for c in ids if c in members}
+        scanner = QuantisedScan(matrix)
+        return cls(ids=ids, matrix=scanner.matrix, members=kept,
+                   ontology_rows=_ontology_rows(ids, kept),
+                   row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
+
+    @classmethod
     def load(cls, store: Store) -> ConceptIndex:
-        """Read every stored embedding into one matrix (blocking; call in a thread)."""
-        rows = store.query("SELECT concept_id, vector FROM embeddings ORDER BY concept_id")
-        ids = [r["concept_id"] for r in rows]
-        if rows:
-            matrix = np.vstack([np.frombuffer(r["vector"], dtype=np.float32) for r in rows])
-        else:
-            matrix = np.zeros((0, DIMENSIONS), np.float32)
-        row_of = {cid: i for i, cid in enumerate(ids)}
-        members: dict[str, list[int]] = defaultdict(list)
-        for r in store.query(
-            "SELECT DISTINCT i.concept_id, o.name FROM instances i "
-            "JOIN chunks c ON c.source_id = i.source_id "
-            "JOIN documents d ON d.id = c.document_id "
-            "JOIN ontologies o ON o.id = d.ontology_id"
-        ):
-            row = row_of.get(r["concept_id"])
-            if row is not None:
-                members[r["name"]].append(row)
-        ontology_rows = {name: np.array(sorted(rs), dtype=np.int64)
-                         for name, rs in members.items()}
-        log.info("loaded %d embeddings from the store into the search index", len(ids))
-        index = cls(ids=ids, matrix=np.ascontiguousarray(matrix), ontology_rows=ontology_rows)
-        index._scan()  # quantise now, not on the first search
+        """Read every stored view vector and fuse them (blocking; call in a thread)."""
+        index = cls.build(load_fused(store), memberships(store))
+        log.info("loaded %d embeddings from the store into the search index", len(index))
         return index
 
+    def changed(self, added: Mapping[str, np.ndarray] | None = None,
+                removed: Iterable[str] = (),
+                members: Mapping[str, frozenset[str]] | None = None,
+                dropped_ontology: str | None = None) -> ConceptIndex:
+        """A new index with rows added/replaced and removed (copy-on-write)."""
+        added = dict(added or {})
+        gone = set(removed) | set(added)
+        drop = [i for i, c in enumerate(self.ids) if c in gone]
+        ids = [c for c in self.ids if c not in gone] + sorted(added)
+        scanner = copy.copy(self.scanner)  # its updates rebind arrays: readers keep theirs
+        if drop:
+            scanner.delete(drop)
+        if added:
+            scanner.append(np.vstack([added[c] for c in sorted(added)]))
+        matrix = scanner.matrix
+        new_members = {c: m for c, m in self.members.items() if c not in gone}
+        new_members.update(members or {})
+        if dropped_ontology is not None:
+            new_members = {c: m - {dropped_ontology} for c, m in new_members.items()}
+        return ConceptIndex(ids=ids, matrix=matrix, members=new_members,
+                            ontology_rows=_ontology_rows(ids, new_members),
+                            row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
+
     def search(self, vector: np.ndarray, threshold: float, ontology: str | None = None,
-               top_k: int | None = None) -> list[tuple[str, float]]:
-        """Concepts with cosine >= threshold, best first (ties by id order)."""
+               top_k: int | None = None, keyword: Mapping[str, float] | None = None
+               ) -> list[tuple[str, float]]:
+        """Concepts whose merged score >= threshold, best first (ties by id order).
+
+        Vector-only rows come from the quantised threshold scan (``scan.py``, exact);
+        rows with a keyword score are scored exactly and merged.
+        """
         if not self.ids:
             return []
         rows = None
@@ -70,39 +162,61 @@ class ConceptIndex:
             rows = self.ontology_rows.get(ontology)
             if rows is None or rows.size == 0:
                 return []
-        positions, scores = self._scan().above(vector, threshold, rows=rows)
-        order = np.lexsort((positions, -scores))
+        floor = threshold if threshold > 0 else -2.0  # merged scores clip below at 0
+        positions, vec = self.scanner.above(vector, floor, rows=rows)
+        found = dict(zip(positions.tolist(), np.clip(vec, 0.0, 1.0).tolist(), strict=True))
+        kw_rows = [(self.row_of[c], v) for c, v in (keyword or {}).items()
+                   if c in self.row_of]
+        if rows is not None and kw_rows:
+            allowed = set(rows.tolist())
+            kw_rows = [(r, v) for r, v in kw_rows if r in allowed]
+        if kw_rows:
+            at = np.array([r for r, _ in kw_rows], dtype=np.int64)
+            exact = exact_scores(self.matrix[at], vector)
+            merged = merge(exact, np.array([v for _, v in kw_rows], np.float32))
+            for r, score in zip(at.tolist(), merged.tolist(), strict=True):
+                if score >= threshold:
+                    found[r] = max(score, found.get(r, 0.0))
+                else:
+                    found.pop(r, None)
+        hits = sorted(((-score, self.ids[r]) for r, score in found.items()
+                       if score >= threshold))
         if top_k is not None:
-            order = order[:top_k]
-        return [(self.ids[int(positions[i])], float(scores[i])) for i in order]
+            hits = hits[:top_k]
+        return [(cid, -neg) for neg, cid in hits]
 
-    def _scan(self) -> QuantisedScan:
-        """The quantised scan of the current matrix (built once per matrix)."""
-        scan = self.__dict__.get("_quantised")
-        if scan is None or scan.matrix is not self.matrix:
-            scan = QuantisedScan(self.matrix)
-            self.matrix = scan.matrix
-            self.__dict__["_quantised"] = scan
-        return scan
+    def unit_rows(self, rows: np.ndarray | list[int] | None = None) -> np.ndarray:
+        """Rows scaled to unit length (cosines between concepts)."""
+        m = self.matrix if rows is None else self.matrix[rows]
+        norms = np.linalg.norm(m, axis=1, keepdims=True)
+        return m / np.maximum(norms, np.float32(1e-12))
 
-    def best_scores(self, vectors: np.ndarray) -> np.ndarray:
-        """Each query vector's best cosine against the whole corpus (calibration)."""
-        if not self.ids:
-            return np.zeros(len(vectors), np.float32)
-        return (vectors @ self.matrix.T).max(axis=1)
+    def nearest(self, vectors: np.ndarray, exclude: Iterable[str] = ()
+                ) -> list[tuple[str, float]]:
+        """For each vector, the most similar concept not in ``exclude`` (cosine)."""
+        if not self.ids or not len(vectors):
+            return [("", 0.0)] * len(vectors)
+        q = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        sims = q.astype(np.float32) @ self.unit_rows().T
+        for cid in exclude:
+            row = self.row_of.get(cid)
+            if row is not None:
+                sims[:, row] = -np.inf
+        best = sims.argmax(axis=1)
+        return [(self.ids[int(b)], float(sims[i, b])) for i, b in enumerate(best)]
 
     def nearest_neighbours(self, row_ids: list[str], k: int) -> dict[str, list[tuple[str,
                                                                                     float]]]:
-        """The k most similar other concepts of each given concept, blockwise."""
-        row_of = {cid: i for i, cid in enumerate(self.ids)}
-        wanted = [row_of[c] for c in row_ids if c in row_of]
+        """The k most similar other concepts of each given concept, blockwise (cosine)."""
+        wanted = [self.row_of[c] for c in row_ids if c in self.row_of]
         result: dict[str, list[tuple[str, float]]] = {}
         k = min(k, len(self.ids) - 1)
         if k <= 0:
             return result
+        unit = self.unit_rows()
         for start in range(0, len(wanted), 1024):
             block = wanted[start:start + 1024]
-            sims = self.matrix[block] @ self.matrix.T
+            sims = unit[block] @ unit.T
             sims[np.arange(len(block)), block] = -np.inf
             top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
             for i, row in enumerate(block):

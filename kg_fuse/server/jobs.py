@@ -102,9 +102,16 @@ class JobRunner:
                                        "concepts_total": total})
         if self.graph.store.query_one("SELECT 1 FROM documents WHERE id = ?", (doc.id,)):
             self.graph.remove_document(doc.id)  # force re-ingest replaces the old copy
-        embedded = self.graph.add_documents([doc], created_by=job_id)
-        result = {"concepts_created": embedded, "chunks": len(doc.chunks),
-                  "document_id": doc.id}
+        outcome = self.graph.add_documents([doc], created_by=job_id)
+        embedded = outcome.concepts_created
+        result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
+                        "document_id": doc.id}
+        if outcome.near_duplicates:
+            result["warnings"] = [
+                f"near-duplicate: section {d['label']!r} is {d['similarity']:.2f} similar "
+                f"to existing concept {d['similar_label']!r}"
+                for d in outcome.near_duplicates]
+            result["near_duplicates"] = outcome.near_duplicates
         self._update(job_id, status="completed", completed_at=time.time(), result=result,
                      progress={"stage": "completed", "percent": 100,
                                "chunks_total": len(doc.chunks),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -11,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.server import auth
 from kg_fuse.server.auth import Principal
-from kg_fuse.server.calibrate import FALLBACK_THRESHOLD, THRESHOLD_KEY
+from kg_fuse.server.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 from kg_fuse.server.deps import AppContext, AuthFirstRoute, Require, get_ctx
 from kg_fuse.server.embedder import MODEL_NAME
 from kg_fuse.server.schemas import (
@@ -73,8 +74,15 @@ async def token(request: Request, ctx: Ctx) -> TokenResponse:
 def get_threshold(
     ctx: Ctx, _admin: Annotated[Principal, Depends(Require("read", "search_config"))]
 ) -> ThresholdResponse:
-    return ThresholdResponse(key=THRESHOLD_KEY, threshold=ctx.graph.stored_threshold(),
-                             fallback=FALLBACK_THRESHOLD)
+    graph = ctx.graph
+    prov = graph.provenance()
+    source = prov.get("source", "fallback")
+    return ThresholdResponse(
+        key=THRESHOLD_KEY, threshold=graph.stored_threshold(), fallback=FALLBACK_THRESHOLD,
+        source=source, concept_count=prov.get("concept_count"),
+        calibrated_at=prov.get("calibrated_at"), noise_floor=prov.get("noise_floor"),
+        set_by=prov.get("set_by"), set_at=prov.get("set_at"),
+        recalibrates_after_change=RECALIBRATE_FRACTION if source == "calibrated" else None)
 
 
 @router.put("/admin/config/search-threshold", response_model=ThresholdUpdateResponse)
@@ -82,6 +90,8 @@ def put_threshold(
     body: ThresholdUpdate, ctx: Ctx,
     admin: Annotated[Principal, Depends(Require("write", "search_config"))],
 ) -> ThresholdUpdateResponse:
-    ctx.graph.set_threshold(body.threshold)
+    ctx.graph.set_threshold(body.threshold, provenance={
+        "source": "administrator", "set_by": admin.client_id,
+        "set_at": datetime.now(UTC).isoformat(timespec="seconds")})
     log.info("%s set %s to %s", admin.client_id, THRESHOLD_KEY, body.threshold)
     return ThresholdUpdateResponse(key=THRESHOLD_KEY, threshold=body.threshold)

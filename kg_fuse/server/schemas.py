@@ -269,9 +269,18 @@ class JobResponse(BaseModel):
 
 
 class ThresholdResponse(BaseModel):
+    """The contract's three fields, then where the default comes from (ours only)."""
+
     key: str
     threshold: float | None = None
     fallback: float
+    source: Literal["calibrated", "administrator", "fallback"] = "fallback"
+    concept_count: int | None = None  # calibrated on this many concepts
+    calibrated_at: str | None = None
+    noise_floor: float | None = None
+    set_by: str | None = None  # administrator's client id
+    set_at: str | None = None
+    recalibrates_after_change: float | None = None  # fraction of the calibrated count
 
 
 class ThresholdUpdate(BaseModel):

@@ -11,19 +11,22 @@ import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from kg_fuse.server import calibrate, content
+from kg_fuse.server import calibrate, content, keywords
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.index import ConceptIndex
+from kg_fuse.server.index import ConceptIndex, load_fused, memberships
 from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
 
 STDLIB_MARKER_KEY = "stdlib_corpus"
 NEAR_MISS_FLOOR = 0.3
+#: A new concept more similar than this to an existing one is reported (noether).
+NEAR_DUPLICATE = 0.92
 
 
 @dataclass
@@ -34,6 +37,14 @@ class NearMiss:
     suggested: float
     top_id: str
     top_score: float
+
+
+@dataclass
+class IngestOutcome:
+    """What adding documents did: concepts created, near-duplicate warnings."""
+
+    concepts_created: int
+    near_duplicates: list[dict]
 
 
 @dataclass
@@ -50,6 +61,7 @@ class KnowledgeGraph:
         self.store = store
         self.embedder = embedder
         self.index = ConceptIndex()
+        self.vocabulary: frozenset[str] = frozenset()
         self._write_lock = threading.Lock()
 
     # -- threshold (ADR-508) -----------------------------------------------------------
@@ -70,22 +82,36 @@ class KnowledgeGraph:
         stored = self.stored_threshold()
         return calibrate.FALLBACK_THRESHOLD if stored is None else stored
 
-    def set_threshold(self, value: float) -> None:
-        self.store.set_setting(calibrate.THRESHOLD_KEY, repr(float(value)))
+    def set_threshold(self, value: float, provenance: dict | None = None) -> None:
+        """Store the default; without ``provenance`` it is an administrator's value."""
+        prov = provenance or {"source": "administrator", "set_by": None,
+                              "set_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        with self.store.transaction() as conn:
+            for key, value_text in ((calibrate.THRESHOLD_KEY, repr(float(value))),
+                                    (calibrate.PROVENANCE_KEY, json.dumps(prov))):
+                conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) "
+                             "DO UPDATE SET value = excluded.value", (key, value_text))
 
     # -- search ------------------------------------------------------------------------
 
+    def keyword_scores(self, query: str, index: ConceptIndex) -> dict[str, float]:
+        """The query's keyword scores (FTS5), under the store lock."""
+        with self.store.locked() as conn:
+            return keywords.keyword_scores(conn, query, len(index), self.vocabulary)
+
     def search(self, query: str, threshold: float, limit: int, offset: int,
                ontology: str | None) -> SearchOutcome:
-        """Exact cosine, filter, page, then the near-miss hint (blocking)."""
+        """Hybrid score, filter, page, then the near-miss hint (blocking)."""
         vector = self.embedder.encode_one(query)
         index = self.index
-        matches = index.search(vector, threshold, ontology=ontology)
+        keyword = self.keyword_scores(query, index)
+        matches = index.search(vector, threshold, ontology=ontology, keyword=keyword)
         page = matches[offset:offset + limit]
         near_miss = None
         if len(page) < 3 and threshold > NEAR_MISS_FLOOR:
             below = [(cid, s) for cid, s in index.search(vector, NEAR_MISS_FLOOR,
-                                                          ontology=ontology, top_k=2 * limit)
+                                                          ontology=ontology, top_k=2 * limit,
+                                                          keyword=keyword)
                      if s < threshold]
             if below:
                 near_miss = NearMiss(count=len(below),
@@ -146,38 +172,79 @@ class KnowledgeGraph:
 
     def reload_index(self) -> None:
         self.index = ConceptIndex.load(self.store)
+        with self.store.locked() as conn:
+            self.vocabulary = keywords.load_vocabulary(conn)
+
+    def _add_to_index(self, concept_ids: list[str]) -> None:
+        """Fuse the new concepts' stored views into a new index and swap it in."""
+        if concept_ids:
+            self.index = self.index.changed(
+                added=load_fused(self.store, concept_ids),
+                members=memberships(self.store, concept_ids))
+            self.vocabulary = keywords.add_to_vocabulary(self.vocabulary, content.texts_of(
+                self.store, concept_ids))
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
-                      created_by: str | None = None) -> int:
-        """Store, embed and link new documents, then swap in a fresh index."""
+                      created_by: str | None = None) -> IngestOutcome:
+        """Store, embed and link new documents, then swap in an updated index."""
         with self._write_lock:
             content.write_documents(self.store, docs, created_by=created_by)
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
+            before = self.index
+            self._add_to_index(embedded)
             if embedded:
-                self.reload_index()
                 content.link_similar(self.store, self.index, embedded)
-            return len(embedded)
+            outcome = IngestOutcome(len(embedded), self._near_duplicates(before, embedded))
+        self.recalibrate_if_drifted()
+        return outcome
+
+    def _near_duplicates(self, before: ConceptIndex, new_ids: list[str]) -> list[dict]:
+        """New concepts more than NEAR_DUPLICATE similar to one that existed before."""
+        if not new_ids or not len(before):
+            return []
+        rows = [self.index.row_of[c] for c in new_ids if c in self.index.row_of]
+        found = before.nearest(self.index.matrix[rows])
+        pairs = [(self.index.ids[r], other, sim) for r, (other, sim) in zip(rows, found,
+                                                                           strict=True)
+                 if sim > NEAR_DUPLICATE]
+        if not pairs:
+            return []
+        labels = {r["id"]: r["label"] for r in self.store.query(
+            "SELECT id, label FROM concepts WHERE id IN "
+            f"({','.join('?' * (2 * len(pairs)))})", [x for p in pairs for x in p[:2]])}
+        return [{"concept_id": cid, "label": labels.get(cid, cid), "similar_to": other,
+                 "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
+                for cid, other, sim in pairs]
 
     def remove_ontology(self, name: str) -> dict[str, int] | None:
         with self._write_lock:
             result = content.delete_ontology(self.store, name)
             if result is not None:
-                self.reload_index()
-            return result
+                self.index = self.index.changed(removed=self._gone(),
+                                                dropped_ontology=name)
+        self.recalibrate_if_drifted()
+        return result
 
     def remove_document(self, document_id: str) -> dict[str, int] | None:
         with self._write_lock:
             result = content.delete_document(self.store, document_id)
             if result is not None:
-                self.reload_index()
-            return result
+                self.index = self.index.changed(removed=self._gone())
+        if result is not None:
+            self.recalibrate_if_drifted()
+        return result
+
+    def _gone(self) -> set[str]:
+        """Indexed concepts the store no longer has."""
+        present = {r[0] for r in self.store.query("SELECT id FROM concepts")}
+        return {c for c in self.index.ids if c not in present}
 
     # -- start-up ----------------------------------------------------------------------
 
     def prepare(self, corpus: str = "stdlib", modules: list[str] | None = None,
                 ingest: list[Path] | None = None, ontology: str | None = None,
                 progress: bool = True) -> None:
-        """Build whatever the store lacks, load the index, calibrate if never set."""
+        """Build whatever the store lacks, load the index, calibrate if needed."""
         docs: list[DocumentSpec] = []
         marker = None
         if corpus == "stdlib":
@@ -190,6 +257,7 @@ class KnowledgeGraph:
             if marker is not None:
                 self.store.set_setting(STDLIB_MARKER_KEY, json.dumps(marker))
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
+            content.index_missing_text(self.store)
             self.reload_index()
             if embedded:
                 log.info("embedded %d new concepts; linking nearest neighbours", len(embedded))
@@ -197,12 +265,11 @@ class KnowledgeGraph:
             else:
                 log.info("index is up to date: %d concepts, nothing to embed",
                          len(self.index))
-        if self.stored_threshold() is None:
-            if len(self.index):
-                self.calibrate(write=True)
-            else:
-                log.info("no concepts to calibrate against; the fallback %.2f applies until "
-                         "a start with content", calibrate.FALLBACK_THRESHOLD)
+        if len(self.index):
+            self.recalibrate_if_drifted()
+        elif self.stored_threshold() is None:
+            log.info("no concepts to calibrate against; the fallback %.2f applies until "
+                     "there is content", calibrate.FALLBACK_THRESHOLD)
 
     def _stdlib_docs(self, modules: list[str] | None) -> tuple[dict | None,
                                                                list[DocumentSpec]]:
@@ -230,13 +297,63 @@ class KnowledgeGraph:
                  len(modules) if modules else "all")
         return wanted, build_stdlib_corpus(modules)
 
+    def search_many(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+        """Each query's top ``k`` final scores (calibration; one embedding batch)."""
+        index = self.index
+        vectors = self.embedder.encode(queries)
+        return [index.search(v, 0.0, top_k=k, keyword=self.keyword_scores(q, index))
+                for q, v in zip(queries, vectors, strict=True)]
+
     def calibrate(self, write: bool) -> calibrate.CalibrationReport:
         """Measure the noise floor; with ``write`` store the chosen default."""
-        labels = {r["id"]: r["label"] for r in self.store.query("SELECT id, label FROM concepts")}
-        report = calibrate.measure(self.embedder, self.index, labels)
-        log.info("calibration: gibberish median %.3f max %.3f -> default %.2f",
-                 report.gibberish_median, report.gibberish_max, report.default)
+        concepts = [(r["id"], r["label"], r["description"] or "") for r in self.store.query(
+            "SELECT id, label, description FROM concepts ORDER BY id")]
+        indexed = set(self.index.ids)
+        concepts = [c for c in concepts if c[0] in indexed]
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        report = calibrate.measure(self.search_many, concepts, calibrated_at=now)
+        log.info("calibration over %d concepts: noise median %.3f floor %.3f max %.3f, "
+                 "outliers %s -> default %.2f", report.concept_count, report.gibberish_median,
+                 report.noise_floor, report.gibberish_max, report.outliers or "none",
+                 report.default)
         if write:
-            self.set_threshold(report.default)
+            self.set_threshold(report.default, provenance={
+                "source": "calibrated", "concept_count": report.concept_count,
+                "calibrated_at": now, "noise_floor": report.noise_floor,
+                "noise_median": report.gibberish_median})
             self.store.set_setting(calibrate.CALIBRATION_KEY, report.to_json())
         return report
+
+    def provenance(self) -> dict:
+        """Where the default comes from: calibrated (on N concepts at T) or administrator.
+
+        Stores from before provenance was recorded: a default equal to the stored
+        calibration report's was calibrated, any other was set by an administrator.
+        """
+        stored = self.store.get_json_setting(calibrate.PROVENANCE_KEY)
+        if isinstance(stored, dict):
+            return stored
+        value = self.stored_threshold()
+        if value is None:
+            return {"source": "fallback"}
+        report = self.store.get_json_setting(calibrate.CALIBRATION_KEY)
+        if isinstance(report, dict) and report.get("default") == value:
+            return {"source": "calibrated", "concept_count": report.get("concept_count", 0),
+                    "calibrated_at": None, "legacy": True}
+        return {"source": "administrator", "set_by": None, "set_at": None}
+
+    def recalibrate_if_drifted(self) -> bool:
+        """Recalibrate a calibrated default after the corpus changed by more than
+        RECALIBRATE_FRACTION; an administrator's value is never touched."""
+        prov = self.provenance()
+        if prov.get("source") not in ("calibrated", "fallback") or not len(self.index):
+            return False
+        legacy = bool(prov.get("legacy"))
+        if not legacy and prov.get("source") == "calibrated" and not calibrate.drifted(
+                int(prov.get("concept_count") or 0), len(self.index)):
+            return False
+        log.info("recalibrating: %s", "earlier scoring" if legacy else
+                 f"corpus changed from {prov.get('concept_count', 0)} to {len(self.index)} "
+                 "concepts")
+        self.calibrate(write=True)
+        return True

@@ -2,6 +2,8 @@
 
 One connection shared by the event loop's worker threads keeps SQLite's locking simple;
 every public method takes the lock, so callers never hold a cursor across threads.
+A store from before per-view vectors loses its single-vector ``embeddings`` table and
+is embedded again once, at its next start (see :mod:`kg_fuse.server.views`).
 Content changes go through :meth:`Store.transaction`, which bumps the epoch counter in
 the same transaction so the epoch strictly increases whenever visible content changes.
 """
@@ -78,11 +80,22 @@ CREATE TABLE IF NOT EXISTS relationships (
     PRIMARY KEY (from_id, to_id, rel_type)
 );
 CREATE INDEX IF NOT EXISTS relationships_to ON relationships(to_id);
-CREATE TABLE IF NOT EXISTS embeddings (
-    concept_id TEXT PRIMARY KEY REFERENCES concepts(id) ON DELETE CASCADE,
+CREATE TABLE IF NOT EXISTS concept_views (
+    concept_id TEXT NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+    view TEXT NOT NULL,
     model TEXT NOT NULL,
-    vector BLOB NOT NULL
+    vector BLOB NOT NULL,
+    PRIMARY KEY (concept_id, view)
 );
+DROP TABLE IF EXISTS embeddings;
+CREATE VIRTUAL TABLE IF NOT EXISTS concept_text USING fts5(
+    concept_id UNINDEXED, name, signature, description, examples,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS concept_terms USING fts5vocab(concept_text, 'row');
+CREATE TRIGGER IF NOT EXISTS concept_text_delete AFTER DELETE ON concepts BEGIN
+    DELETE FROM concept_text WHERE rowid = old.rowid;
+END;
 CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -170,6 +183,12 @@ class Store:
         return None if row is None else row[0]
 
     @contextmanager
+    def locked(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for several reads in a row (keyword search)."""
+        with self._lock:
+            yield self._conn
+
+    @contextmanager
     def transaction(self, content_change: bool = False) -> Iterator[sqlite3.Connection]:
         """A write transaction; ``content_change`` bumps the epoch inside it."""
         with self._lock:
@@ -220,7 +239,8 @@ class Store:
         return int(self.scalar("SELECT COUNT(*) FROM concepts") or 0)
 
     def embedding_count(self) -> int:
-        return int(self.scalar("SELECT COUNT(*) FROM embeddings") or 0)
+        """Concepts with stored view vectors."""
+        return int(self.scalar("SELECT COUNT(DISTINCT concept_id) FROM concept_views") or 0)
 
     def now(self) -> float:
         return time.time()

@@ -1,0 +1,153 @@
+"""The keyword side of hybrid search (Orama's deep recall): SQLite FTS5 with ``bm25()``.
+
+The ``concept_text`` FTS5 table (see :mod:`kg_fuse.server.store`) holds each concept's
+name split into words, its signature, description and examples; its rowid is the
+concept's rowid, so deleting a concept deletes its text by trigger.
+
+User text never reaches FTS5 as syntax: the query is cut into word tokens here (letters
+and digits, as FTS5's unicode61 tokenizer does), and each token is sent as a quoted
+string on its own, so quotes, ``*``, ``NEAR``, ``-``, ``:``, ``^`` and parentheses are
+text.
+
+**Normalisation.** Orama divides keyword scores by the batch's best one, so the top hit
+always scores 1.0 however weak the match: a gibberish query with one token that happens
+to occur somewhere would get a full keyword score and lift the noise floor. Here the
+batch rule is applied per query term and weighted by what the term is worth:
+
+    kw(c) = sum over terms t: idf(t) * penalty(t) * bm25_t(c) / max_d bm25_t(d)
+            ---------------------------------------------------------------
+                          sum over all query terms t: idf(t)
+
+``bm25_t`` is the term's own FTS5 score (local normalisation within its batch, Orama's
+rule); a term absent from the corpus (most gibberish) counts in the denominator with the
+highest IDF, so it pulls the score down instead of being ignored; very common terms
+(in more than :data:`COMMON_FRACTION` of concepts) carry almost no IDF and are left out
+of both sums. ``kw`` is in [0, 1] and reaches 1 only when one concept is the best match
+of every informative word of the query.
+
+**Typos.** A token of at least :data:`TYPO_MIN_CHARS` letters that the corpus does not
+contain is matched against the corpus vocabulary at edit distance 1 (the most frequent
+candidate wins) at half weight, while its denominator share stays that of an unknown
+token: a corrected typo helps, a gibberish token that happens to be one edit from a
+word gains little. Shorter tokens are never corrected: at 3-4 letters almost every
+string is one edit from some word.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Iterable
+
+PER_TERM = 200          # keyword candidates fetched per query term
+MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
+COMMON_FRACTION = 0.1
+TYPO_MIN_CHARS = 5
+TYPO_PENALTY = 0.5
+#: Column weights for bm25(): concept_id (unindexed), name, signature, description,
+#: examples. A word in the name says more than the same word deep in the examples.
+BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0, 1.0)
+
+_TOKEN = re.compile(r"[^\W_]+")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _fold(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(c)).lower()
+
+
+def tokens(text: str) -> list[str]:
+    """Distinct lower-case word tokens, diacritics removed (as unicode61 does)."""
+    return list(dict.fromkeys(_TOKEN.findall(_fold(text))))[:MAX_TERMS]
+
+
+def quote(token: str) -> str:
+    """A token as an FTS5 string literal: always quoted, inner quotes doubled."""
+    return '"' + token.replace('"', '""') + '"'
+
+
+def idf(total: int, doc_count: int) -> float:
+    """FTS5's own IDF, floored at zero."""
+    return max(0.0, math.log((total - doc_count + 0.5) / (doc_count + 0.5)))
+
+
+def edits1(word: str) -> set[str]:
+    """Every string one deletion, transposition, replacement or insertion away."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    transposes = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return (deletes | transposes | replaces | inserts) - {word}
+
+
+def load_vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
+    """Every term of the keyword index (typo candidates are looked up here)."""
+    return frozenset(r[0] for r in conn.execute("SELECT term FROM concept_terms"))
+
+
+def add_to_vocabulary(vocabulary: frozenset[str], texts: Iterable[str]) -> frozenset[str]:
+    """The vocabulary with the words of new texts (removed words may linger: harmless,
+    a stale candidate matches nothing)."""
+    new = {t for text in texts for t in _TOKEN.findall(_fold(text))}
+    return vocabulary | new if new - vocabulary else vocabulary
+
+
+def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for term in terms:  # one indexed lookup each: fts5vocab scans for IN (...)
+        row = conn.execute("SELECT doc FROM concept_terms WHERE term = ?", (term,)).fetchone()
+        if row is not None:
+            counts[term] = int(row[0])
+    return counts
+
+
+def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozenset[str]
+          ) -> tuple[list[tuple[str, float]], float]:
+    """The terms to look up with their weights, and the denominator."""
+    toks = [t for t in tokens(query) if len(t) >= 2]
+    counts = _doc_counts(conn, toks)
+    terms: list[tuple[str, float]] = []
+    denominator = 0.0
+    for tok in toks:
+        n = counts.get(tok, 0)
+        if n > COMMON_FRACTION * total:
+            continue
+        weight = idf(total, n)
+        denominator += weight
+        if n:
+            terms.append((tok, weight))
+        elif len(tok) >= TYPO_MIN_CHARS and tok.isalpha() and tok.isascii():
+            near = _doc_counts(conn, sorted(edits1(tok) & vocabulary))
+            if near:
+                best = max(near, key=lambda t: (near[t], t))
+                if near[best] <= COMMON_FRACTION * total:
+                    terms.append((best, TYPO_PENALTY * idf(total, near[best])))
+    return terms, denominator
+
+
+def keyword_scores(conn: sqlite3.Connection, query: str, total: int,
+                   vocabulary: frozenset[str] = frozenset(),
+                   per_term: int = PER_TERM) -> dict[str, float]:
+    """Concept id -> keyword score in [0, 1] for the concepts the query's words match."""
+    if total <= 0:
+        return {}
+    terms, denominator = _plan(conn, query, total, vocabulary)
+    if not terms or denominator <= 0:
+        return {}
+    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+    scores: dict[str, float] = {}
+    for term, weight in terms:
+        rows = conn.execute(
+            f"SELECT concept_id, -bm25(concept_text, {weights}) AS s FROM concept_text "
+            "WHERE concept_text MATCH ? ORDER BY s DESC LIMIT ?",
+            (quote(term), per_term)).fetchall()
+        best = max((r[1] for r in rows), default=0.0)
+        if best <= 0:
+            continue
+        for cid, s in rows:
+            scores[cid] = scores.get(cid, 0.0) + weight * max(0.0, s) / best
+    return {cid: min(1.0, s / denominator) for cid, s in scores.items()}

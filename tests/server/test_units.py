@@ -6,13 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from kg_fuse.server.calibrate import (
-    RULE,
-    CalibrationReport,
-    choose_default,
-    format_report,
-    gibberish_queries,
-)
+from kg_fuse.server.calibrate import choose_default
 from kg_fuse.server.corpus.chapters import FALLBACK_CHAPTER, chapter_of
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.corpus.stdlib import (
@@ -27,35 +21,6 @@ def test_default_rule_sits_just_above_the_noise_floor() -> None:
     assert choose_default(0.453) == 0.48
     assert choose_default(0.397) == 0.42
     assert choose_default(0.0) == 0.02
-
-
-def test_gibberish_queries_are_seeded_and_shaped() -> None:
-    queries = gibberish_queries()
-    assert queries == gibberish_queries()
-    assert len(queries) == 55 and "asdfgh qwerty zxcvb" in queries
-    for query in queries[:50]:
-        words = query.split()
-        assert 2 <= len(words) <= 4
-        assert all(3 <= len(w) <= 8 and w.isalpha() and w.islower() for w in words)
-
-
-def test_format_report_prints_the_table() -> None:
-    report = CalibrationReport(
-        concept_count=1234, gibberish_count=55, gibberish_median=0.2712,
-        gibberish_max=0.4531, gibberish_worst_query="abc def",
-        probes=[("compress data with gzip", 0.878, "gzip.compress"),
-                ("copy a directory tree", 0.817, "shutil.copytree")],
-        default=0.48)
-    text = format_report(report)
-    lines = text.splitlines()
-    assert lines[0].startswith("Calibration over 1234 concepts")
-    gib = next(line for line in lines if line.startswith("gibberish"))
-    assert gib.split()[-3:] == ["55", "0.271", "0.453"]
-    assert any(line.startswith("compress data with gzip") and "0.878" in line
-               and line.endswith("gzip.compress") for line in lines)
-    assert "(probe range)" in text and "0.817-0.878" in text
-    assert f"rule: {RULE}" in text
-    assert lines[-1] == "default: 0.48"
 
 
 def test_markdown_sections_become_concepts() -> None:

@@ -11,7 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kg_fuse.client.models import clean_text
-from kg_fuse.fs.threshold import InvalidThreshold, parse_threshold_value
+from kg_fuse.fs.threshold import (
+    InvalidThreshold,
+    Threshold,
+    parse_preset,
+    parse_threshold_value,
+)
 
 NAME_MAX = 255
 PATH_MAX = 4096
@@ -19,6 +24,8 @@ RESULT_SUFFIX = ".concept.md"
 META_DIR = ".meta"
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/]")
 _THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[-+]?[0-9.][0-9.eE+-]*)$", re.DOTALL)
+_PRESET_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<word>exact|standard|comprehensive)$",
+                            re.DOTALL | re.IGNORECASE)
 
 
 class InvalidName(ValueError):
@@ -94,11 +101,12 @@ class NameRegistry:
 @dataclass(frozen=True)
 class QueryDirName:
     text: str
-    threshold: float | None
+    threshold: Threshold
 
 
 def parse_query_dir_name(name: str) -> QueryDirName:
-    """``"NAME"`` is a query for NAME; ``"NAME@0.8"`` the same with threshold 0.8.
+    """``"NAME"`` is a query for NAME; ``"NAME@0.8"`` the same with threshold 0.8;
+    ``"NAME@exact"`` (or ``@standard``, ``@comprehensive``) with that preset.
 
     A suffix that looks numeric but is not a threshold in [0, 1] is refused rather than
     silently becoming part of the query text.
@@ -109,7 +117,10 @@ def parse_query_dir_name(name: str) -> QueryDirName:
         raise InvalidName("query names may not contain control characters")
     text, threshold = name, None
     match = _THRESHOLD_SUFFIX.match(name)
-    if match:
+    preset = _PRESET_SUFFIX.match(name)
+    if preset:
+        text, threshold = preset.group("text"), parse_preset(preset.group("word"))
+    elif match:
         try:
             threshold = parse_threshold_value(match.group("value"))
         except InvalidThreshold as exc:

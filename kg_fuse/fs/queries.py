@@ -21,7 +21,7 @@ from typing import Any
 
 import tomli_w
 
-from kg_fuse.fs.threshold import INHERIT_WORDS, AutoAdjustment
+from kg_fuse.fs.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class SavedQuery:
 
     path: QueryPath
     text: str
-    threshold: float | None = None
+    threshold: Threshold = None  # a number, a preset word, or None (inherit)
     created_at: str = field(default_factory=now_iso)
     auto_adjusted: AutoAdjustment | None = None
     limit: int | None = None
@@ -105,7 +105,7 @@ class SavedQuery:
     def effective_limit(self) -> int:
         return self.limit or DEFAULT_LIMIT
 
-    def with_threshold(self, threshold: float | None) -> SavedQuery:
+    def with_threshold(self, threshold: Threshold) -> SavedQuery:
         """A user-written threshold: it replaces any auto-adjustment record."""
         return replace(self, threshold=threshold, auto_adjusted=None)
 
@@ -116,13 +116,15 @@ class StoreState:
     server_default_seen: float | None = None
 
 
-def _threshold_to_toml(value: float | None) -> str | float:
+def _threshold_to_toml(value: Threshold) -> str | float:
     return INHERIT_WORDS[0] if value is None else value
 
 
-def _threshold_from_toml(value: Any) -> float | None:
+def _threshold_from_toml(value: Any) -> Threshold:
     if isinstance(value, str) and value in INHERIT_WORDS:
         return None
+    if isinstance(value, str) and value in PRESET_OFFSETS:
+        return value
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
         return float(value)
     raise ValueError(f"bad threshold {value!r}")

@@ -16,7 +16,7 @@ import tomli_w
 
 from kg_fuse.client.models import ConceptDetail, ConceptHit, Evidence
 from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml, scope_of
-from kg_fuse.fs.threshold import EffectiveThreshold
+from kg_fuse.fs.threshold import PRESET_OFFSETS, EffectiveThreshold, preset_value
 
 if TYPE_CHECKING:
     from kg_fuse.fs.results import ResultSet
@@ -114,21 +114,46 @@ def _fmt(value: float | None) -> str:
     return "unknown (server not reached yet)" if value is None else format_threshold(value)
 
 
+def _stored(query: SavedQuery) -> str:
+    """The value line: 'inherit', a preset word, or the number."""
+    if query.threshold is None:
+        return "inherit"
+    if isinstance(query.threshold, str):
+        return query.threshold
+    return format_threshold(query.threshold)
+
+
+def _presets_line(server_default: float | None) -> str:
+    values = ", ".join(
+        f"{word} = {_fmt(preset_value(word, server_default))}"
+        f" ({'+' if offset > 0 else '-'}{abs(offset):.2f})"
+        for word, offset in PRESET_OFFSETS.items())
+    return f"# Presets follow the server default: {values}; standard = inherit."
+
+
+NOISE_WARNING = ("comprehensive is below the server default, i.e. below the calibrated "
+                 "noise floor: results under the default may be noise")
+
+
 def threshold_file(
     query: SavedQuery, effective: EffectiveThreshold, server_default: float | None
 ) -> bytes:
-    """``.meta/threshold``: explanatory comments, then ``inherit`` or the number.
+    """``.meta/threshold``: explanatory comments, then ``inherit``, a preset or the number.
 
     The server default appears only in comments, so saving the file unchanged from an
-    editor keeps an inheriting query inheriting.
+    editor keeps an inheriting query inheriting (and a preset a preset).
     """
     lines = [
-        "# Minimum similarity (cosine, 0..1) a concept needs to be listed in this query.",
+        "# Minimum similarity (0..1) a concept needs to be listed in this query.",
         "# Write a number in [0, 1] to override it for this query only; write 'inherit'",
-        "# (or 'default', or empty the file) to use the server's default.",
+        "# (or 'default', or empty the file) to use the server's default; or write a",
+        "# preset: exact, standard or comprehensive.",
+        _presets_line(server_default),
         f"# Server default: {_fmt(server_default)}",
-        f"# Effective threshold: {_fmt(effective.value)} ({effective.source.value})",
+        f"# Effective threshold: {_fmt(effective.value)} ({effective.described})",
     ]
+    if effective.may_list_noise:
+        lines.append(f"# Warning: {NOISE_WARNING}.")
     adj = query.auto_adjusted
     if adj is not None:
         to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
@@ -137,7 +162,7 @@ def threshold_file(
             f"suggested {_fmt(adj.suggested)}, floored at the default "
             f"{_fmt(adj.server_default)} -> {to}"
         )
-    lines.append("inherit" if query.threshold is None else format_threshold(query.threshold))
+    lines.append(_stored(query))
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -149,6 +174,7 @@ def query_toml(
         "name": query.name,
         "query": query.text,
         "threshold": "inherit" if query.threshold is None else query.threshold,
+        **({"preset": effective.preset} if effective.preset else {}),
         "threshold_source": effective.source.value,
         "created_at": query.created_at,
     }
@@ -189,9 +215,11 @@ def status_file(
     """``.meta/status``: why the directory looks the way it does, as ``key: value`` lines."""
     lines = [
         f"query: {_one_line(query.text)}",
-        f"effective threshold: {_fmt(effective.value)} ({effective.source.value})",
+        f"effective threshold: {_fmt(effective.value)} ({effective.described})",
         f"server default: {_fmt(server_default)}",
     ]
+    if effective.may_list_noise:
+        lines.append(f"warning: {NOISE_WARNING}")
     if query.auto_adjusted is not None:
         adj = query.auto_adjusted
         to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)

@@ -30,7 +30,12 @@ from kg_fuse.fs.queries import (
 )
 from kg_fuse.fs.results import RefreshListener, ResultCache, ResultSet
 from kg_fuse.fs.server_default import ServerDefault
-from kg_fuse.fs.threshold import EffectiveThreshold, effective_threshold, floor_adjust
+from kg_fuse.fs.threshold import (
+    EffectiveThreshold,
+    Threshold,
+    effective_threshold,
+    floor_adjust,
+)
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +172,7 @@ class QueryService:
             raise QueryExists("/".join(path))
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
-        if query.threshold is not None:
+        if isinstance(query.threshold, float):  # presets follow the default: no probe
             query = await self._probe(query)
         if self.find(path) is not None:  # created concurrently while we probed
             raise QueryExists("/".join(path))
@@ -178,7 +183,7 @@ class QueryService:
         return query
 
     async def _probe(self, query: SavedQuery) -> SavedQuery:
-        assert query.threshold is not None
+        assert isinstance(query.threshold, float)
         scope = self._scope(query.path)
         try:
             with trio.fail_after(self.probe_timeout):
@@ -233,7 +238,7 @@ class QueryService:
             pending.extend(self._children.get(current, ()))
         return keys
 
-    async def set_threshold(self, path: QueryPath, threshold: float | None) -> SavedQuery:
+    async def set_threshold(self, path: QueryPath, threshold: Threshold) -> SavedQuery:
         """A user-written threshold (None = inherit); never auto-adjusted."""
         query = self.get(path).with_threshold(threshold)
         return await self._update(query, f"threshold set to {threshold}")

@@ -14,6 +14,17 @@ import re
 from dataclasses import dataclass
 
 INHERIT_WORDS = ("inherit", "default")
+STANDARD = "standard"  # the preset that means inherit
+#: Intensity presets (ChromaDB's idea, relative to the calibrated default instead of
+#: fixed numbers): the value is the server default plus this offset, so a preset follows
+#: the default whenever the server is recalibrated. ``comprehensive`` goes below the
+#: default, i.e. below the noise floor: its extra results may be noise.
+PRESET_OFFSETS: dict[str, float] = {"exact": 0.10, "comprehensive": -0.06}
+PRESET_WORDS = ("exact", STANDARD, "comprehensive")
+BELOW_NOISE_FLOOR = "comprehensive"
+
+#: What a query stores: a number, a preset word ("exact"/"comprehensive"), or None.
+Threshold = float | str | None
 _NUMBER = re.compile(r"^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
@@ -23,6 +34,7 @@ class InvalidThreshold(ValueError):
 
 class ThresholdSource(enum.Enum):
     OVERRIDE = "override"
+    PRESET = "preset"
     SERVER_DEFAULT = "server default"
     AUTO_ADJUSTED = "auto-adjusted"
 
@@ -48,11 +60,32 @@ class EffectiveThreshold:
     value: float | None
     source: ThresholdSource
     min_similarity: float | None
+    preset: str | None = None
+
+    @property
+    def described(self) -> str:
+        """'preset exact' / 'server default' / ... for status lines."""
+        return f"preset {self.preset}" if self.preset else self.source.value
+
+    @property
+    def may_list_noise(self) -> bool:
+        return self.preset == BELOW_NOISE_FLOOR
+
+
+def preset_value(word: str, server_default: float | None) -> float | None:
+    """A preset's current value: the server default plus its offset, within [0, 1]."""
+    if server_default is None:
+        return None
+    return round(min(1.0, max(0.0, server_default + PRESET_OFFSETS[word])), 2)
 
 
 def effective_threshold(
-    own: float | None, auto_adjusted: AutoAdjustment | None, server_default: float | None
+    own: Threshold, auto_adjusted: AutoAdjustment | None, server_default: float | None
 ) -> EffectiveThreshold:
+    if isinstance(own, str):
+        # Until the default is learned the search omits the field (server default).
+        value = preset_value(own, server_default)
+        return EffectiveThreshold(value, ThresholdSource.PRESET, value, own)
     if own is None:
         return EffectiveThreshold(server_default, ThresholdSource.SERVER_DEFAULT, None)
     if auto_adjusted is not None and auto_adjusted.to_value == own:
@@ -71,8 +104,20 @@ def parse_threshold_value(token: str) -> float:
     return value
 
 
-def parse_threshold_file(data: bytes) -> float | None:
-    """Parse what was written to ``.meta/threshold``: a number, or None for inherit.
+def parse_preset(token: str) -> Threshold:
+    """A preset word (any case) as stored: 'exact'/'comprehensive', or None for
+    'standard'; raises InvalidThreshold for anything else."""
+    word = token.strip().lower()
+    if word == STANDARD:
+        return None
+    if word in PRESET_OFFSETS:
+        return word
+    raise InvalidThreshold(f"not a preset: {token!r}")
+
+
+def parse_threshold_file(data: bytes) -> Threshold:
+    """Parse what was written to ``.meta/threshold``: a number, a preset word
+    (``exact``, ``standard`` = inherit, ``comprehensive``), or None for inherit.
 
     Comment lines (``#``) and blank lines are ignored, so saving the file unchanged
     from an editor keeps it inheriting. Empty means inherit.
@@ -92,6 +137,8 @@ def parse_threshold_file(data: bytes) -> float | None:
         raise InvalidThreshold(f"expected one value, got {len(tokens)}")
     if tokens[0].lower() in INHERIT_WORDS:
         return None
+    if tokens[0].lower() in PRESET_WORDS:
+        return parse_preset(tokens[0])
     return parse_threshold_value(tokens[0])
 
 

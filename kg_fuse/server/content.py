@@ -13,6 +13,7 @@ import sqlite3
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from kg_fuse.server.corpus import DocumentSpec, concept_id
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.store import Store
-from kg_fuse.server.views import view_texts
+from kg_fuse.server.views import split_name, view_texts
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +150,20 @@ def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: s
         )
 
 
-def _concept_texts(store: Store, where: str) -> list[tuple[str, dict[str, str]]]:
-    """(concept id, view texts) of the concepts matching ``where``, in id order."""
+@dataclass
+class ConceptText:
+    """A concept's view texts (embedded) and keyword fields (FTS5)."""
+
+    id: str
+    views: dict[str, str]
+    name: str
+    signature: str
+    description: str
+    examples: str
+
+
+def _concept_texts(store: Store, where: str) -> list[ConceptText]:
+    """The texts of the concepts matching ``where``, in id order."""
     rows = store.query(f"SELECT * FROM concepts WHERE {where} ORDER BY id")
     evidence: dict[str, list[str]] = defaultdict(list)
     ids = [r["id"] for r in rows]
@@ -162,11 +175,12 @@ def _concept_texts(store: Store, where: str) -> list[tuple[str, dict[str, str]]]
     out = []
     for r in rows:
         keys = r.keys()
-        out.append((r["id"], view_texts(
-            r["label"], r["description"] or "",
-            signature=(r["signature"] or "") if "signature" in keys else "",
-            examples=(r["examples"] or "") if "examples" in keys else "",
-            evidence=evidence.get(r["id"], []))))
+        signature = (r["signature"] or "") if "signature" in keys else ""
+        views = view_texts(r["label"], r["description"] or "", signature=signature,
+                           examples=(r["examples"] or "") if "examples" in keys else "",
+                           evidence=evidence.get(r["id"], []))
+        out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
+                               views.get("description", ""), views.get("examples", "")))
     return out
 
 
@@ -179,7 +193,7 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> l
         store, "id NOT IN (SELECT DISTINCT concept_id FROM concept_views)")
     if not concepts:
         return []
-    jobs = [(cid, view, text) for cid, texts in concepts for view, text in texts.items()]
+    jobs = [(c.id, view, text) for c in concepts for view, text in c.views.items()]
     # Similar lengths in a batch mean less padding: about twice as fast on CPU.
     jobs.sort(key=lambda j: len(j[2]))
     log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),
@@ -192,23 +206,20 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> l
             [(cid, view, embedder.name, np.ascontiguousarray(v, np.float32).tobytes())
              for (cid, view, _), v in zip(jobs, vectors, strict=True)])
         _index_text(conn, concepts)
-    return [cid for cid, _ in concepts]
+    return [c.id for c in concepts]
 
 
-def _index_text(conn: sqlite3.Connection,
-                concepts: list[tuple[str, dict[str, str]]]) -> None:
+def _index_text(conn: sqlite3.Connection, concepts: list[ConceptText]) -> None:
     """(Re)write the keyword-search rows of these concepts (rowid = the concept's)."""
-    for cid, texts in concepts:
-        rowid = conn.execute("SELECT rowid FROM concepts WHERE id = ?", (cid,)).fetchone()
+    for c in concepts:
+        rowid = conn.execute("SELECT rowid FROM concepts WHERE id = ?", (c.id,)).fetchone()
         if rowid is None:
             continue
         conn.execute("DELETE FROM concept_text WHERE rowid = ?", (rowid[0],))
-        name, _, signature = texts.get("name", "").partition(" (")
         conn.execute(
             "INSERT INTO concept_text(rowid, concept_id, name, signature, description, "
             "examples) VALUES (?, ?, ?, ?, ?, ?)",
-            (rowid[0], cid, name, f"({signature}" if signature else "",
-             texts.get("description", ""), texts.get("examples", "")))
+            (rowid[0], c.id, c.name, c.signature, c.description, c.examples))
 
 
 def texts_of(store: Store, concept_ids: list[str]) -> list[str]:

@@ -1,0 +1,91 @@
+"""Intensity presets: parsing (file and directory suffix), values that follow the server
+default, rendering of .meta/threshold, .meta/status and query.toml, persistence."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from kg_fuse.fs.names import InvalidName, parse_query_dir_name
+from kg_fuse.fs.queries import SavedQuery, _query_from_toml, _query_to_toml
+from kg_fuse.fs.render import query_toml, status_file, threshold_file
+from kg_fuse.fs.threshold import (
+    InvalidThreshold,
+    ThresholdSource,
+    effective_threshold,
+    parse_threshold_file,
+    preset_value,
+)
+
+
+@pytest.mark.parametrize(("text", "stored"), [
+    (b"exact\n", "exact"), (b"EXACT", "exact"), (b"  comprehensive  \n", "comprehensive"),
+    (b"standard\n", None), (b"# comment\nexact\n", "exact"),
+])
+def test_preset_words_parse(text: bytes, stored: str | None) -> None:
+    assert parse_threshold_file(text) == stored
+
+
+@pytest.mark.parametrize("text", [b"exactly", b"exact 0.5", b"preset", b"comprehensiv"])
+def test_other_words_are_refused(text: bytes) -> None:
+    with pytest.raises(InvalidThreshold):
+        parse_threshold_file(text)
+
+
+def test_directory_suffix_takes_a_preset() -> None:
+    assert parse_query_dir_name("sort a list@exact").threshold == "exact"
+    assert parse_query_dir_name("sort a list@Comprehensive").threshold == "comprehensive"
+    standard = parse_query_dir_name("sort a list@standard")
+    assert (standard.text, standard.threshold) == ("sort a list", None)
+    assert parse_query_dir_name("mail me@example").text == "mail me@example"
+    with pytest.raises(InvalidName):
+        parse_query_dir_name("@exact")
+
+
+def test_presets_follow_the_server_default() -> None:
+    for default in (0.42, 0.5):
+        exact = effective_threshold("exact", None, default)
+        wide = effective_threshold("comprehensive", None, default)
+        assert exact.value == exact.min_similarity == round(default + 0.10, 2)
+        assert wide.value == wide.min_similarity == round(default - 0.06, 2)
+        assert wide.value < default < exact.value
+        assert exact.source is ThresholdSource.PRESET and exact.preset == "exact"
+    assert preset_value("exact", 0.95) == 1.0 and preset_value("comprehensive", 0.03) == 0.0
+    unknown = effective_threshold("exact", None, None)
+    assert unknown.value is None and unknown.min_similarity is None  # server default
+
+
+def test_threshold_file_shows_the_word_and_its_value() -> None:
+    query = SavedQuery(("q",), "q", threshold="exact")
+    text = threshold_file(query, effective_threshold("exact", None, 0.47), 0.47).decode()
+    lines = text.splitlines()
+    assert lines[-1] == "exact"  # an unchanged save keeps the preset
+    assert "# Effective threshold: 0.57 (preset exact)" in lines
+    assert "exact = 0.57 (+0.10)" in text and "comprehensive = 0.41 (-0.06)" in text
+    assert "noise" not in text.replace("noise floor: results", "")
+    assert parse_threshold_file(text.encode()) == "exact"
+
+
+def test_comprehensive_warns_in_threshold_and_status() -> None:
+    query = SavedQuery(("q",), "q", threshold="comprehensive")
+    effective = effective_threshold("comprehensive", None, 0.47)
+    threshold = threshold_file(query, effective, 0.47).decode()
+    assert "# Warning: comprehensive is below the server default" in threshold
+    assert "may be noise" in threshold
+    status = status_file(query, effective, 0.47, None, None).decode()
+    assert "effective threshold: 0.41 (preset comprehensive)" in status
+    assert any(line.startswith("warning: ") and "may be noise" in line
+               for line in status.splitlines())
+    exact = status_file(SavedQuery(("q",), "q", threshold="exact"),
+                        effective_threshold("exact", None, 0.47), 0.47, None, None).decode()
+    assert "warning" not in exact
+
+
+def test_query_toml_and_persistence_keep_the_word() -> None:
+    query = SavedQuery(("q",), "q", threshold="comprehensive")
+    doc = tomllib.loads(query_toml(query, effective_threshold("comprehensive", None, 0.5),
+                                   0.5).decode())
+    assert doc["threshold"] == "comprehensive" and doc["preset"] == "comprehensive"
+    assert doc["effective_threshold"] == 0.44
+    assert _query_from_toml(_query_to_toml(query)).threshold == "comprehensive"

@@ -7,8 +7,8 @@ punctuation, random-letter words, single nonsense words.
 
 The statistic must not let one junk concept drag the default (a badly parsed concept
 with an empty or garbled text sits near the centre of the embedding space and attracts
-noise). Each concept's highest score over all noise queries is taken; the two concepts
-that attract noise most are reported by name and left out:
+noise). For each concept, its highest score among the noise queries it is the best match
+of is taken; the two concepts that attract noise most are reported and left out:
 
     floor   = 3rd-highest per-concept noise score
     default = ceil((floor + MARGIN) * 100) / 100,  MARGIN = 0.02
@@ -151,14 +151,16 @@ def noise_floor(best: Sequence[Sequence[tuple[str, float]]], skip: int = OUTLIER
                 ) -> tuple[float, list[str], list[float]]:
     """(floor, outlier concept ids, per-query best scores).
 
-    ``best`` holds each noise query's top matches, best first. Every concept's highest
-    noise score is taken over all queries; the floor is the ``skip + 1``-th highest of
-    those, so the ``skip`` concepts that attract noise most (typically a junk concept:
-    an empty or garbled text near the centre of the embedding space) cannot set it.
+    ``best`` holds each noise query's top matches, best first. Each concept's highest
+    score among the noise queries it is the best match of is taken; the floor is the
+    ``skip + 1``-th highest of those, so the ``skip`` concepts that attract noise most
+    (typically a junk concept: an empty or garbled text near the centre of the
+    embedding space) cannot set it.
     """
     per_concept: dict[str, float] = {}
     for hits in best:
-        for cid, score in hits:
+        if hits:
+            cid, score = hits[0]
             per_concept[cid] = max(score, per_concept.get(cid, -1.0))
     ranked = sorted(per_concept.items(), key=lambda kv: (-kv[1], kv[0]))
     outliers = [cid for cid, _ in ranked[:skip]] if len(ranked) > skip else []

@@ -180,7 +180,7 @@ def _concept_texts(store: Store, where: str) -> list[ConceptText]:
                            examples=(r["examples"] or "") if "examples" in keys else "",
                            evidence=evidence.get(r["id"], []))
         out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
-                               views.get("description", ""), views.get("examples", "")))
+                               r["description"] or "", views.get("examples", "")))
     return out
 
 
@@ -189,11 +189,18 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> l
 
     Also indexes their text for keyword search, in the same transaction.
     """
+    # Every concept has a name view; one without was never embedded, or was embedded
+    # before views existed (its single vector became the description view).
     concepts = _concept_texts(
-        store, "id NOT IN (SELECT DISTINCT concept_id FROM concept_views)")
+        store, "id NOT IN (SELECT concept_id FROM concept_views WHERE view = 'name')")
     if not concepts:
         return []
-    jobs = [(c.id, view, text) for c in concepts for view, text in c.views.items()]
+    have: dict[str, set[str]] = defaultdict(set)
+    for r in store.query("SELECT concept_id, view FROM concept_views WHERE concept_id NOT IN "
+                         "(SELECT concept_id FROM concept_views WHERE view = 'name')"):
+        have[r["concept_id"]].add(r["view"])
+    jobs = [(c.id, view, text) for c in concepts for view, text in c.views.items()
+            if view not in have[c.id]]
     # Similar lengths in a batch mean less padding: about twice as fast on CPU.
     jobs.sort(key=lambda j: len(j[2]))
     log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),

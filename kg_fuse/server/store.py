@@ -2,8 +2,9 @@
 
 One connection shared by the event loop's worker threads keeps SQLite's locking simple;
 every public method takes the lock, so callers never hold a cursor across threads.
-A store from before per-view vectors loses its single-vector ``embeddings`` table and
-is embedded again once, at its next start (see :mod:`kg_fuse.server.views`).
+A store from before per-view vectors keeps its single vectors as the ``description``
+view (the same text, see :mod:`kg_fuse.server.views`); only the other views are
+embedded, once, at its next start.
 Content changes go through :meth:`Store.transaction`, which bumps the epoch counter in
 the same transaction so the epoch strictly increases whenever visible content changes.
 """
@@ -87,7 +88,6 @@ CREATE TABLE IF NOT EXISTS concept_views (
     vector BLOB NOT NULL,
     PRIMARY KEY (concept_id, view)
 );
-DROP TABLE IF EXISTS embeddings;
 CREATE VIRTUAL TABLE IF NOT EXISTS concept_text USING fts5(
     concept_id UNINDEXED, name, signature, description, examples,
     tokenize = 'unicode61 remove_diacritics 2'
@@ -153,6 +153,7 @@ class Store:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
         self._add_missing_columns()
+        self._migrate_single_vectors()
         log.info("store opened at %s", path)
 
     def close(self) -> None:
@@ -167,6 +168,19 @@ class Store:
                 if name not in present:
                     log.info("store migration: adding %s.%s", table, name)
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+
+    def _migrate_single_vectors(self) -> None:
+        """Move a pre-views store's ``embeddings`` rows into ``concept_views``."""
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                              "name = 'embeddings'").fetchone() is None:
+            return
+        with self.transaction() as conn:
+            moved = conn.execute(
+                "INSERT OR IGNORE INTO concept_views(concept_id, view, model, vector) "
+                "SELECT concept_id, 'description', model, vector FROM embeddings").rowcount
+            conn.execute("DROP TABLE embeddings")
+        log.info("store migration: kept %d concept vectors as their description view",
+                 moved)
 
     # -- low level ---------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ Each concept is embedded as up to three separate texts:
 
 - ``name``: its label with dotted/underscored/camel-case names split into words
   ("os.path.join" -> "os path join"), followed by its signature when it has one;
-- ``description``: its first paragraph;
+- ``description``: its label and first paragraph, ``"label: first paragraph"`` (the
+  text embedded before views existed: the description read in the context of its name
+  scores better than the bare paragraph, and an older store's vectors are reused as
+  this view without re-embedding);
 - ``examples``: its examples, or else the rest of its evidence (the paragraphs after
   the first), cut to :data:`EXAMPLES_CHARS` so one long docstring cannot dominate the
   build time.
@@ -52,9 +55,9 @@ def view_texts(label: str, description: str, signature: str = "", examples: str 
     name = split_name(label)
     if signature:
         name = f"{name} {_squash(signature)}"
-    texts = {"name": name}
-    if description.strip():
-        texts["description"] = _squash(description)
+    texts = {"name": name,
+             "description": f"{label}: {_squash(description)}" if description.strip()
+             else label}
     extra = examples.strip()
     if not extra:
         desc = _squash(description)

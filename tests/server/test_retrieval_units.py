@@ -43,9 +43,28 @@ def test_view_texts_fall_back_to_evidence_for_examples() -> None:
     texts = view_texts("list.sort", "Sort the list in place.", signature="(*, key=None)",
                        evidence=["Sort the list in place.", "The sort is stable."])
     assert texts == {"name": "list sort (*, key=None)",
-                     "description": "Sort the list in place.",
+                     "description": "list.sort: Sort the list in place.",
                      "examples": "The sort is stable."}
-    assert set(view_texts("x", "")) == {"name"}
+    assert view_texts("x", "") == {"name": "x", "description": "x"}
+
+
+def test_an_old_store_keeps_its_vectors_as_the_description_view(tmp_path: Path) -> None:
+    import sqlite3
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE concepts (id TEXT PRIMARY KEY, label TEXT NOT NULL, description TEXT "
+        "NOT NULL DEFAULT '', search_terms TEXT NOT NULL DEFAULT '[]', created_at REAL);"
+        "CREATE TABLE embeddings (concept_id TEXT PRIMARY KEY, model TEXT, vector BLOB);"
+        "INSERT INTO concepts(id, label, description, created_at) VALUES ('c1', 'a', 'b', 0);")
+    conn.execute("INSERT INTO embeddings VALUES ('c1', 'm', ?)", (unit(1, 0).tobytes(),))
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    rows = store.query("SELECT concept_id, view, vector FROM concept_views")
+    assert [(r[0], r[1]) for r in rows] == [("c1", "description")]
+    assert np.frombuffer(rows[0][2], np.float32).tolist() == unit(1, 0).tolist()
+    assert store.query_one("SELECT 1 FROM sqlite_master WHERE name = 'embeddings'") is None
 
 
 def test_fused_score_is_the_weighted_sum_of_view_cosines() -> None:

@@ -272,6 +272,7 @@ class JobStatus:
     status: str
     progress: dict[str, Any] | None
     error: str | None
+    warnings: tuple[str, ...] = ()  # e.g. near-duplicate sections (not errors)
 
     @property
     def finished(self) -> bool:
@@ -283,9 +284,13 @@ class JobStatus:
         body = _object(raw, where)
         progress = body.get("progress")
         error = body.get("error")
+        result = body.get("result")
+        warnings = result.get("warnings") if isinstance(result, dict) else None
         return cls(
             job_id=_field(body, "job_id", str, where),
             status=_field(body, "status", str, where),
             progress=progress if isinstance(progress, dict) else None,
             error=error if isinstance(error, str) else None,
+            warnings=tuple(w for w in warnings if isinstance(w, str))
+            if isinstance(warnings, list) else (),
         )

@@ -5,8 +5,10 @@ no quadratic copying) and uploaded ``delay`` seconds after its last close, so th
 immediate ``rm`` cancels it and an immediate ``mv`` to another ontology's ``ingest/``
 uploads it there. Editors' temporary names are never uploaded. While the server works on
 it, ``<name>.ingesting`` shows the job; it disappears when the job completes (a failed
-job stays, showing its error, until removed). A file stays in ``ingest/`` until the
-server accepted it: while the server is unreachable the upload is retried.
+job stays, showing its error, and a completed one with warnings, such as a section
+nearly identical to an existing concept, stays showing them, until removed). A file
+stays in ``ingest/`` until the server accepted it: while the server is unreachable the
+upload is retried.
 
 All or nothing: a file whose writing failed (over the cap, out of space, any error) is
 never uploaded; it stays, marked failed in its ``.ingesting`` file, until it is removed
@@ -64,6 +66,7 @@ class Job:
     progress: str = ""
     error: str | None = None
     mtime_ns: int = field(default_factory=time.time_ns)
+    warnings: tuple[str, ...] = ()
 
     def render(self) -> bytes:
         lines = [f"file: {self.file_name}", f"ontology: {self.ontology}",
@@ -72,6 +75,7 @@ class Job:
             lines.append(f"progress: {self.progress}")
         if self.error:
             lines.append(f"error: {self.error}")
+        lines += [f"warning: {w}" for w in self.warnings]
         return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
 
 
@@ -204,7 +208,7 @@ class IngestBox:
                     await self._upload(key, pending)
             for job in list(self.jobs.values()):
                 if job.job_id is not None and job.status not in ("failed", "cancelled",
-                                                                   DUPLICATE):
+                                                                   DUPLICATE, "completed"):
                     await self._follow(job)
             self._wake = trio.Event()
             with trio.move_on_after(0.5):
@@ -255,9 +259,13 @@ class IngestBox:
         if status.progress:
             job.progress = ", ".join(f"{k}={v}" for k, v in sorted(status.progress.items()))
         job.error = status.error
+        job.warnings = status.warnings
         if status.status == "completed":
             log.info("job %s completed: %r is in %r", job.job_id, job.file_name, job.ontology)
-            self.jobs.pop((job.ontology, job.file_name), None)
+            for warning in status.warnings:
+                log.warning("job %s: %s", job.job_id, warning)
+            if not status.warnings:  # with warnings it stays, to be read and removed
+                self.jobs.pop((job.ontology, job.file_name), None)
             if self.on_ingested is not None:
                 self.on_ingested()
         elif status.finished:

@@ -63,10 +63,17 @@ def wait_for_job(http: httpx.Client, job_id: str, timeout: float = 60) -> dict:
 
 
 def test_put_threshold_changes_the_next_omitted_search(admin: httpx.Client) -> None:
-    before = admin.get(THRESHOLD).json()["threshold"]
+    calibrated = admin.get(THRESHOLD).json()
+    before = calibrated["threshold"]
+    assert calibrated["source"] == "calibrated" and calibrated["concept_count"] > 100
+    assert calibrated["calibrated_at"] and calibrated["noise_floor"] < before
+    assert calibrated["recalibrates_after_change"] == 0.2
     response = admin.put(THRESHOLD, json={"threshold": 0.71})
     assert response.json() == {"key": "search_default_similarity_threshold",
                                "threshold": 0.71}
+    provenance = admin.get(THRESHOLD).json()
+    assert provenance["source"] == "administrator" and provenance["set_by"]
+    assert provenance["set_at"] and provenance["recalibrates_after_change"] is None
     body = admin.post("/query/search", json={"query": RELEVANT}).json()
     assert body["threshold_used"] == 0.71
     assert all(r["score"] >= 0.71 for r in body["results"])
@@ -215,9 +222,11 @@ def test_empty_server_uses_the_fallback_default(tmp_path: Path) -> None:
     try:
         with server.client("admin") as http:
             assert http.get("/health").json()["status"] == "degraded"
-            assert http.get(THRESHOLD).json() == {
+            body = http.get(THRESHOLD).json()
+            assert {k: body[k] for k in ("key", "threshold", "fallback")} == {
                 "key": "search_default_similarity_threshold", "threshold": None,
                 "fallback": 0.6}
+            assert body["source"] == "fallback"
             body = http.post("/query/search", json={"query": RELEVANT}).json()
             assert body["threshold_used"] == 0.6 and body["count"] == 0
             assert http.get("/catalog/children").json()["total"] == 0

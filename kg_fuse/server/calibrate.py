@@ -41,9 +41,9 @@ PROVENANCE_KEY = "search_threshold_provenance"
 FALLBACK_THRESHOLD = 0.6
 MARGIN = 0.02
 OUTLIERS = 2         # concepts with the highest noise scores left out of the floor
-PER_SHAPE = 40
+PER_SHAPE = 30
 GIBBERISH_SEED = 508
-PROBE_COUNT = 60
+PROBE_COUNT = 40
 #: Recalibrate a calibrated default when the corpus grew or shrank by more than this.
 RECALIBRATE_FRACTION = 0.2
 RULE = ("default = ceil((3rd-highest per-concept noise score + 0.02) * 100) / 100")

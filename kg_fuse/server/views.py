@@ -28,7 +28,7 @@ import numpy as np
 
 VIEWS: tuple[str, ...] = ("name", "description", "examples")
 #: Chosen with ``kg-fuse eval`` (see docs/server.md, "Fused views").
-WEIGHTS: dict[str, float] = {"name": 0.2, "description": 0.6, "examples": 0.2}
+WEIGHTS: dict[str, float] = {"name": 0.0, "description": 1.0, "examples": 0.0}
 EXAMPLES_CHARS = 400
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

@@ -11,6 +11,7 @@ import errno
 import os
 import random
 import signal
+import subprocess
 import threading
 import time
 import tomllib
@@ -120,13 +121,16 @@ class Writer(threading.Thread):
             os.rmdir(path)
         elif op.value == "":  # truncate(1): a synchronous setattr, back to inheriting
             os.truncate(path / ".meta" / op.kind, 0)
-        else:  # echo VALUE > threshold: acknowledged when write() returns
+        else:  # echo VALUE > threshold: committed at flush, acknowledged when close()
+            # returns without an error (a write session is a transaction)
             fd = os.open(path / ".meta" / op.kind, os.O_WRONLY | os.O_TRUNC)
             try:
                 os.write(fd, op.value.encode() + b"\n")
-            finally:
+            except OSError:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+                raise
+            os.close(fd)
 
     def run(self) -> None:
         while True:
@@ -317,8 +321,11 @@ def test_emptying_the_threshold_is_durable_once_the_command_returns(
             query.mkdir()
             threshold = query / ".meta" / "threshold"
             threshold.write_text("0.7\n")
-            fd = os.open(threshold, os.O_WRONLY | os.O_TRUNC)  # `: > threshold`
-            os.close(fd)  # returned: the shell reports success
+            # the shell's own `: > threshold` (open, a flush when the shell moves the
+            # descriptor, a flush when it restores it): returned means acknowledged
+            done = subprocess.run(["bash", "-c", ": > threshold"], cwd=threshold.parent,
+                                  timeout=30)
+            assert done.returncode == 0
             assert mount.process is not None
             os.kill(mount.process.pid, signal.SIGKILL)
             mount.process.wait(timeout=10)

@@ -111,6 +111,8 @@ class KGServer:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self._tokens.clear()
         self.wait_healthy(timeout)
+        if not self.pristine_path.exists():
+            self._backup(self.db_path, self.pristine_path)
         return self
 
     def wait_healthy(self, timeout: float = START_TIMEOUT) -> None:
@@ -155,17 +157,31 @@ class KGServer:
             self.extra_env = dict(env)
         return self.start()
 
-    def clone(self, root: Path, **kwargs: Any) -> KGServer:
-        """A new, not yet started server over a copy of this one's store and clients."""
-        other = KGServer(root, modules=self.modules, corpus=self.corpus, **kwargs)
-        other.db_path.parent.mkdir(parents=True, exist_ok=True)
-        src = sqlite3.connect(self.db_path)
-        dst = sqlite3.connect(other.db_path)
+    @property
+    def pristine_path(self) -> Path:
+        """The store as it was when this server first became healthy."""
+        return self.root / "pristine.sqlite3"
+
+    @staticmethod
+    def _backup(source: Path, target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src = sqlite3.connect(source)
+        dst = sqlite3.connect(target)
         try:
-            src.backup(dst)  # consistent even while this server is writing (WAL)
+            src.backup(dst)  # consistent even while the server is writing (WAL)
         finally:
             src.close()
             dst.close()
+
+    def clone(self, root: Path, **kwargs: Any) -> KGServer:
+        """A new, not yet started server over a copy of this one's store and clients.
+
+        The copy is of the store as first started, so what earlier tests changed on the
+        shared server (a PUT default, ingested documents) never leaks into a clone.
+        """
+        other = KGServer(root, modules=self.modules, corpus=self.corpus, **kwargs)
+        source = self.pristine_path if self.pristine_path.exists() else self.db_path
+        self._backup(source, other.db_path)
         other.credentials_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(self.credentials_path, other.credentials_path)
         return other

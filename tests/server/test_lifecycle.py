@@ -178,7 +178,7 @@ def test_restart_reuses_the_store_without_reembedding(server: KGServer,
     assert f"loaded {concepts} embeddings from the store" in log
     assert "index is up to date" in log
     assert "embedding concepts" not in log  # no progress bar
-    assert not re.search(r"embedding \d+ concepts", log)
+    assert not re.search(r"embedding \d+ views", log)
     assert "calibration" not in log  # the stored default is kept
     assert elapsed < 60
     headers = {"Authorization": f"Bearer {old_token}"}
@@ -191,7 +191,7 @@ def test_restart_reuses_the_store_without_reembedding(server: KGServer,
     (folder / "tomatoes.md").write_text("# Tomatoes\n\nTomatoes need full sun.\n")
     server.restart(extra_args=["--ingest", str(folder)])
     log = server.log_text()
-    assert "embedding 1 concepts" in log
+    assert re.search(r"embedding \d+ views of 1 concepts", log)
     with server.client("user") as http:
         assert epoch(http) > e0
         names = {n["name"] for n in http.get("/catalog/children").json()["nodes"]}

@@ -85,7 +85,15 @@ _STATUS_ERRORS: dict[int, type[errors.KgError]] = {
 class KgApiClient:
     """One authenticated HTTP session with the API."""
 
-    def __init__(self, api_url: str, credentials: Credentials, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        credentials: Credentials,
+        timeout: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """``transport`` replaces the network: ``httpx.ASGITransport(app)`` runs the real
+        server in-process (the kernel-free tests); None opens real connections."""
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
         self._credentials = credentials
@@ -96,6 +104,7 @@ class KgApiClient:
             limits=httpx.Limits(max_connections=POOL_SIZE,
                                 max_keepalive_connections=POOL_SIZE),
             follow_redirects=False,
+            transport=transport,
         )
         self._token: str | None = None
         self._token_expires = 0.0

@@ -17,20 +17,34 @@ if str(ROOT) not in sys.path:
 
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
+from tests.helpers.store import built_store  # noqa: E402
+
+STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"
 
 
 @pytest.fixture(scope="session")
-def kg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KGServer]:
+def small_store() -> Path:
+    """A built, calibrated store of ``SMALL_TEST_MODULES`` (``kg-fuse index``), made once
+    and kept between sessions until the server code or the corpus changes. Never write to
+    it: copy it (``tests.helpers.store.copy_store``)."""
+    return built_store(STORE_CACHE)
+
+
+@pytest.fixture(scope="session")
+def kg_server(tmp_path_factory: pytest.TempPathFactory, small_store: Path
+              ) -> Iterator[KGServer]:
     """The session's embedded server (``tests.helpers.server.KGServer``), started once.
 
     Serves ``SMALL_TEST_MODULES`` of the standard library, calibrated as a user's would
-    be. Use ``kg_server.api_url``, ``.admin`` / ``.user`` (``{"client_id",
-    "client_secret"}``), ``.env`` (the ``XDG_DATA_HOME``/``XDG_CONFIG_HOME`` a client
+    be, starting from a copy of ``small_store``. Use ``kg_server.api_url``, ``.admin`` /
+    ``.user`` (``{"client_id", "client_secret"}``), ``.env`` (the
+    ``XDG_DATA_HOME``/``XDG_CONFIG_HOME`` a client
     needs to find the credentials file), ``.log_path`` (stderr, including the request
     log), ``.token(who)`` / ``.client(who)``. Treat it as shared: restore anything you
     change (e.g. the default threshold); for destructive tests use ``kg_server_clone``.
     """
-    server = KGServer(tmp_path_factory.mktemp("kg-server"), modules=SMALL_TEST_MODULES)
+    server = KGServer(tmp_path_factory.mktemp("kg-server"), modules=SMALL_TEST_MODULES,
+                      seed=small_store)
     server.start()
     yield server
     server.stop()

@@ -18,7 +18,7 @@ from kg_fuse.client.credentials import Connection
 from kg_fuse.fs.catalog import Catalog
 from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.operations import KgOperations
-from kg_fuse.fs.queries import QueryStore
+from kg_fuse.fs.queries import QueryStore, StoreState
 from kg_fuse.fs.service import QueryService
 
 log = logging.getLogger(__name__)
@@ -80,10 +80,10 @@ async def _watch_server(service: QueryService, catalog: Catalog, interval: float
         await trio.sleep(interval)
 
 
-async def _serve(options: MountOptions, store: QueryStore) -> None:
-    state = await trio.to_thread.run_sync(store.load)
-    client = KgApiClient(options.connection.api_url, options.connection.credentials,
-                         timeout=options.request_timeout)
+def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
+             state: StoreState) -> KgOperations:
+    """The filesystem's parts, wired together: what a mount serves, and what the
+    kernel-free tests drive without a kernel."""
     service = QueryService(client, store, state, poll_interval=options.poll_interval,
                            max_age=options.max_age, probe_timeout=options.probe_timeout)
     catalog = Catalog(client)
@@ -94,9 +94,17 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
 
     ingest = IngestBox(client, delay=options.ingest_delay, on_ingested=ingested)
     ingest.server_name = service.ontology_name = catalog.server_name
-    operations = KgOperations(service, catalog, ingest, str(options.mountpoint),
-                              allow_ontology_delete=options.allow_ontology_delete,
-                              allow_document_delete=options.allow_document_delete)
+    return KgOperations(service, catalog, ingest, str(options.mountpoint),
+                        allow_ontology_delete=options.allow_ontology_delete,
+                        allow_document_delete=options.allow_document_delete)
+
+
+async def _serve(options: MountOptions, store: QueryStore) -> None:
+    state = await trio.to_thread.run_sync(store.load)
+    client = KgApiClient(options.connection.api_url, options.connection.credentials,
+                         timeout=options.request_timeout)
+    operations = assemble(options, client, store, state)
+    service, catalog, ingest = operations.service, operations.catalog, operations.ingest
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
     if options.debug_fuse:

@@ -43,7 +43,9 @@ class KGServer:
 
     def __init__(self, root: Path, modules: Iterable[str] | None = None,
                  extra_args: Iterable[str] = (), env: dict[str, str] | None = None,
-                 corpus: str = "stdlib") -> None:
+                 corpus: str = "stdlib", seed: Path | None = None) -> None:
+        """``seed``: a built store (``tests.helpers.store.built_store``) to start from, so
+        the server only checks it instead of building the corpus again."""
         self.root = Path(root)
         self.data_home = self.root / "data"
         self.config_home = self.root / "config"
@@ -55,6 +57,8 @@ class KGServer:
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self._tokens: dict[str, str] = {}
+        if seed is not None and not self.db_path.exists():
+            self._backup(seed, self.db_path)
 
     # -- where things are ---------------------------------------------------------------
 

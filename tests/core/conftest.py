@@ -1,0 +1,77 @@
+"""The kernel-free tier: the filesystem's parts, driven under trio without a mount.
+
+Each test gets the real server app (``create_app``) over its own copy of the session's
+built store, with the real embedding model (loaded once per process), reached through
+``httpx.ASGITransport``; and the filesystem's parts wired exactly as a mount wires them
+(``kg_fuse.fs.mount.assemble``). Only pyfuse3's reply and notification calls are
+replaced (``tests.helpers.driver``). Nothing here needs ``/dev/fuse``.
+
+Run this tier alone with ``pytest -m core`` (or ``pytest tests/core``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.fs.mount import assemble
+from kg_fuse.fs.queries import QueryStore
+from kg_fuse.server.app import create_app
+from kg_fuse.server.auth import ensure_credentials, token_ttl
+from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
+from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.store import Store
+from tests.helpers.core import API_URL, Core, ServerApp, mount_options
+from tests.helpers.driver import FsDriver, install_fake_kernel
+from tests.helpers.store import copy_store
+
+CORE_DIR = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CORE_DIR in item.path.parents:
+            item.add_marker(pytest.mark.core)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real model, loaded once per test process."""
+    model = Embedder()
+    model.load()
+    return model
+
+
+@pytest.fixture
+def server_app(small_store: Path, embedder: Embedder, tmp_path: Path) -> Iterator[ServerApp]:
+    """A fresh server over a copy of the built store: the test may change anything."""
+    store = Store(copy_store(small_store, tmp_path / "server" / "kg.sqlite3"))
+    graph = KnowledgeGraph(store, embedder)
+    try:
+        # what ``kg-fuse serve`` does at start: check the store (nothing to build), load
+        graph.prepare(corpus="stdlib", modules=list(SMALL_TEST_MODULES), progress=False)
+        credentials = ensure_credentials(store, tmp_path / "server-credentials.json",
+                                         API_URL)
+        yield ServerApp(create_app(graph, token_ttl(None)), graph, credentials)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+async def core(server_app: ServerApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+               ) -> AsyncIterator[Core]:
+    """The filesystem's parts as a mount assembles them, on ``server_app``."""
+    options = mount_options()
+    client = KgApiClient(API_URL, server_app.credentials_of("user"),
+                         timeout=options.request_timeout, transport=server_app.transport())
+    store = QueryStore(tmp_path / "mount-state")
+    ops = assemble(options, client, store, store.load())
+    kernel = install_fake_kernel(monkeypatch, ops)
+    try:
+        yield Core(ops, FsDriver(ops), kernel, client, server_app, tmp_path / "mount-state")
+    finally:
+        await client.aclose()

@@ -1,0 +1,150 @@
+"""Kernel-free: saved queries as directories, results as files (moved from the mounted
+basics, where the kernel added nothing to what these check)."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pyfuse3
+import pytest
+import yaml
+
+from kg_fuse.fs.mount import assemble
+from kg_fuse.fs.queries import QueryStore
+from tests.helpers.core import Core, mount_options
+from tests.helpers.driver import CTX, FsDriver
+
+RELEVANT = "compress data with gzip"
+GIBBERISH = "asdfgh qwerty zxcvb"
+META_FILES = ["exclude", "limit", "query.toml", "status", "threshold", "union"]
+
+
+def results(names: list[str]) -> list[str]:
+    return sorted(n for n in names if n.endswith(".concept.md"))
+
+
+def front_matter(text: str) -> dict:
+    assert text.startswith("---\n")
+    head, _, _ = text[4:].partition("\n---\n")
+    return yaml.safe_load(head)
+
+
+async def test_mkdir_lists_matching_concepts_and_cat_shows_them(core: Core) -> None:
+    fs = core.fs
+    await fs.mkdir(RELEVANT)
+    assert await fs.listdir() == ["ontology", RELEVANT]
+    names = results(await fs.listdir(RELEVANT))
+    assert "gzip.compress.concept.md" in names, names
+    meta = front_matter((await fs.read(f"{RELEVANT}/gzip.compress.concept.md")).decode())
+    assert meta["label"] == "gzip.compress"
+    assert meta["id"] and 0 < meta["score"] <= 1
+    assert isinstance(meta["ontologies"], list) and meta["ontologies"]
+    body = (await fs.read(f"{RELEVANT}/gzip.compress.concept.md")).decode()
+    assert "## Evidence" in body and "## Relationships" in body
+
+
+async def test_sizes_in_listing_stat_and_read_agree(core: Core) -> None:
+    """READDIRPLUS attributes must equal getattr's, and st_size the bytes read (the
+    kernel cuts reads at st_size)."""
+    await core.fs.mkdir(RELEVANT)
+    listed = [e for e in await core.fs.readdir(RELEVANT) if e.name.endswith(".concept.md")]
+    assert listed
+    for entry in listed:
+        path = f"{RELEVANT}/{entry.name}"
+        stat = await core.fs.stat(path)
+        data = await core.fs.read(path)
+        assert entry.attributes.st_ino == stat.st_ino
+        assert entry.attributes.st_size == stat.st_size == len(data), entry.name
+        assert entry.attributes.st_mtime_ns == stat.st_mtime_ns
+
+
+async def test_listing_offsets_resume_where_the_kernel_stopped(core: Core) -> None:
+    """readdir may be called again from any offset it returned: no entry skipped or
+    repeated."""
+    await core.fs.mkdir(RELEVANT)
+    whole = await core.fs.readdir(RELEVANT)
+    fh = await core.ops.opendir(await core.fs.inode(RELEVANT), CTX)
+    try:
+        seen = []
+        offset = 0
+        while True:
+            token: list = []
+            await core.ops.readdir(fh, offset, token)
+            if not token:
+                break
+            seen.append(token[0].name)  # take one entry, as if the kernel's buffer filled
+            offset = token[0].next_id
+    finally:
+        await core.ops.releasedir(fh)
+    assert seen == [e.name for e in whole]
+
+
+async def test_result_files_are_read_only_and_rm_changes_nothing(core: Core) -> None:
+    await core.fs.mkdir(RELEVANT)
+    name = results(await core.fs.listdir(RELEVANT))[0]
+    with pytest.raises(pyfuse3.FUSEError) as refused:
+        await core.fs.open(f"{RELEVANT}/{name}", os.O_WRONLY)
+    assert refused.value.errno == errno.EACCES
+    await core.fs.unlink(f"{RELEVANT}/{name}")  # accepted: rm -r QUERY stays quiet
+    assert name in await core.fs.listdir(RELEVANT)
+
+
+async def test_gibberish_lists_nothing_at_the_calibrated_default(core: Core) -> None:
+    await core.fs.mkdir(GIBBERISH)
+    assert results(await core.fs.listdir(GIBBERISH)) == []
+    assert sorted(await core.fs.listdir(f"{GIBBERISH}/.meta")) == META_FILES
+
+
+async def test_rmdir_removes_the_query(core: Core) -> None:
+    await core.fs.mkdir("zlib checksums")
+    await core.fs.rmdir("zlib checksums")
+    assert "zlib checksums" not in await core.fs.listdir()
+    with pytest.raises(pyfuse3.FUSEError) as gone:
+        await core.fs.lookup("zlib checksums")
+    assert gone.value.errno == errno.ENOENT
+    assert core.service.find(("zlib checksums",)) is None
+
+
+async def test_mkdir_twice_is_eexist(core: Core) -> None:
+    await core.fs.mkdir("tar archives")
+    with pytest.raises(pyfuse3.FUSEError) as twice:
+        await core.fs.mkdir("tar archives")
+    assert twice.value.errno == errno.EEXIST
+
+
+@pytest.mark.parametrize(
+    "name", [b"\xff\xfe", b".hidden", b"query@1.5", b"@0.5", b"tab\there"]
+)
+async def test_bad_names_are_refused_with_einval(core: Core, name: bytes) -> None:
+    with pytest.raises(pyfuse3.FUSEError) as refused:  # an errno, never an exception
+        await core.ops.mkdir(pyfuse3.ROOT_INODE, name, 0o755, CTX)
+    assert refused.value.errno == errno.EINVAL
+    assert await core.fs.listdir() == ["ontology"]
+    await core.fs.mkdir("still alive")
+    assert "still alive" in await core.fs.listdir()
+
+
+async def test_lookup_of_undecodable_or_overlong_name(core: Core) -> None:
+    with pytest.raises(pyfuse3.FUSEError) as undecodable:
+        await core.ops.lookup(pyfuse3.ROOT_INODE, b"\xff", CTX)
+    assert undecodable.value.errno == errno.ENOENT
+    with pytest.raises(pyfuse3.FUSEError) as overlong:
+        await core.ops.lookup(pyfuse3.ROOT_INODE, b"x" * 300, CTX)
+    assert overlong.value.errno == errno.ENAMETOOLONG
+    assert await core.fs.listdir() == ["ontology"]
+
+
+async def test_queries_and_overrides_survive_a_remount(core: Core) -> None:
+    """What a mount saves at unmount, the next mount over the same state serves."""
+    await core.fs.mkdir("json parsing")
+    await core.fs.mkdir("bz2 files@0.7")
+    await core.fs.write("json parsing/.meta/threshold", b"0.55\n")
+    await core.service.save_if_dirty()  # what unmounting does
+    store = QueryStore(core.state_dir)
+    again = FsDriver(assemble(mount_options(), core.client, store, store.load()))
+    assert sorted(await again.listdir()) == ["bz2 files@0.7", "json parsing", "ontology"]
+    threshold = (await again.read("json parsing/.meta/threshold")).decode()
+    assert threshold.splitlines()[-1] == "0.55"
+    assert 'query = "bz2 files"' in (await again.read("bz2 files@0.7/.meta/query.toml")
+                                     ).decode()

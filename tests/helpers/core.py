@@ -1,0 +1,86 @@
+"""The kernel-free tier's parts: the server app in-process and the filesystem as a mount
+assembles it (the fixtures that make them are in ``tests/core/conftest.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.credentials import Connection, Credentials
+from kg_fuse.fs.catalog import Catalog
+from kg_fuse.fs.ingest import IngestBox
+from kg_fuse.fs.mount import MountOptions
+from kg_fuse.fs.operations import KgOperations
+from kg_fuse.fs.service import QueryService
+from kg_fuse.server.service import KnowledgeGraph
+from tests.helpers.driver import FsDriver, KernelLog
+
+API_URL = "http://kg.test"  # never resolved: the transport is the app itself
+MOUNTPOINT = "/mnt/kg"  # what the operations believe their mountpoint is (link targets)
+
+
+@dataclass
+class ServerApp:
+    """The real server, in-process: its app, its graph and its clients' credentials."""
+
+    app: Any
+    graph: KnowledgeGraph
+    credentials: dict[str, dict[str, str]]
+
+    def transport(self) -> httpx.ASGITransport:
+        return httpx.ASGITransport(app=self.app)
+
+    def credentials_of(self, who: str = "user") -> Credentials:
+        entry = self.credentials[who]
+        return Credentials(entry["client_id"], entry["client_secret"], "tests")
+
+    async def http(self, who: str | None = "admin") -> httpx.AsyncClient:
+        """An httpx client on the app, with ``who``'s token (None: no token)."""
+        http = httpx.AsyncClient(transport=self.transport(), base_url=API_URL, timeout=60)
+        if who is not None:
+            form = {"grant_type": "client_credentials", **self.credentials[who]}
+            response = await http.post("/auth/oauth/token", data=form)
+            response.raise_for_status()
+            http.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+        return http
+
+
+@dataclass
+class Core:
+    """One kernel-free filesystem: its parts, a shell-like driver, what the kernel was
+    told, and the server app it talks to."""
+
+    ops: KgOperations
+    fs: FsDriver
+    kernel: KernelLog
+    client: KgApiClient
+    server: ServerApp
+    state_dir: Path
+
+    @property
+    def service(self) -> QueryService:
+        return self.ops.service
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.ops.catalog
+
+    @property
+    def ingest(self) -> IngestBox:
+        return self.ops.ingest
+
+
+def mount_options(**overrides: Any) -> MountOptions:
+    fields: dict[str, Any] = {
+        "mountpoint": Path(MOUNTPOINT),
+        "connection": Connection(API_URL, Credentials("unused", "unused", "tests")),
+        "poll_interval": 3600.0,  # nothing polls in the background here
+        "request_timeout": 60.0,  # a loaded machine embeds slowly; deadlines have own tests
+        "probe_timeout": 60.0,
+        **overrides,
+    }
+    return MountOptions(**fields)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pyfuse3
 
@@ -102,25 +103,28 @@ class WriteSession:
         return self.truncated and not self.attempted
 
 
-@dataclass
 class ScratchFiles:
-    """Editors' temporary files in a ``.meta`` directory, kept in memory only."""
+    """Editors' temporary files in a ``.meta`` directory, kept in memory only, with
+    their query's state (``files_of(query)`` gives that query's files by name), so they
+    go when the query does."""
 
-    files: dict[tuple[str, str], bytearray] = field(default_factory=dict)
+    def __init__(self, files_of: Callable[[str], dict[str, bytearray]]) -> None:
+        self._files_of = files_of
 
     def names(self, query: str) -> list[str]:
-        return sorted(name for (q, name) in self.files if q == query)
+        return sorted(self._files_of(query))
 
     def get(self, query: str, name: str) -> bytearray | None:
-        return self.files.get((query, name))
+        return self._files_of(query).get(name)
 
     def create(self, query: str, name: str) -> bytearray:
-        if (query, name) not in self.files and len(self.names(query)) >= SCRATCH_MAX_FILES:
+        files = self._files_of(query)
+        if name not in files and len(files) >= SCRATCH_MAX_FILES:
             raise pyfuse3.FUSEError(errno.ENOSPC)
-        return self.files.setdefault((query, name), bytearray())
+        return files.setdefault(name, bytearray())
 
     def write(self, query: str, name: str, offset: int, data: bytes) -> None:
-        content = self.files.get((query, name))
+        content = self.get(query, name)
         if content is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if offset + len(data) > SCRATCH_MAX_BYTES:
@@ -130,7 +134,7 @@ class ScratchFiles:
         content[offset : offset + len(data)] = data
 
     def resize(self, query: str, name: str, size: int) -> None:
-        content = self.files.get((query, name))
+        content = self.get(query, name)
         if content is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         if size > SCRATCH_MAX_BYTES:
@@ -139,14 +143,11 @@ class ScratchFiles:
         content.extend(b"\0" * (size - len(content)))
 
     def pop(self, query: str, name: str) -> bytearray | None:
-        return self.files.pop((query, name), None)
+        return self._files_of(query).pop(name, None)
 
     def move(self, query: str, old: str, new: str) -> None:
-        content = self.files.pop((query, old), None)
+        files = self._files_of(query)
+        content = files.pop(old, None)
         if content is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        self.files[(query, new)] = content
-
-    def drop_query(self, query: str) -> None:
-        for key in [k for k in self.files if k[0] == query]:
-            del self.files[key]
+        files[new] = content

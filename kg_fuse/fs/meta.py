@@ -15,8 +15,8 @@ from typing import Any
 
 from kg_fuse.fs.nodes import NodeKind
 from kg_fuse.fs.queries import DEFAULT_LIMIT, QueryPath, SavedQuery
-from kg_fuse.fs.render import query_toml, status_file, threshold_file
 from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.status import query_toml, status_file, threshold_file
 from kg_fuse.fs.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
 
 MAX_LIMIT = 1000
@@ -120,16 +120,16 @@ class Control:
 
 
 def _threshold(service: QueryService, query: SavedQuery, _problem: str | None) -> bytes:
-    return threshold_file(query, service.effective(query), service.server_default.value)
+    return threshold_file(query, service.explain(query))
 
 
 def _toml(service: QueryService, query: SavedQuery, _problem: str | None) -> bytes:
-    return query_toml(query, service.effective(query), service.server_default.value)
+    return query_toml(query, service.explain(query))
 
 
 def _status(service: QueryService, query: SavedQuery, problem: str | None) -> bytes:
-    return status_file(query, service.effective(query), service.server_default.value,
-                       service.results_cache.cached(query.key), problem or service.server_error)
+    return status_file(query, service.explain(query), service.listing(query.key),
+                       problem or service.server_error)
 
 
 CONTROLS: dict[str, Control] = {

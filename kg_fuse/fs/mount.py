@@ -90,7 +90,7 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
 
     def ingested() -> None:
         catalog.invalidate()
-        service.results_cache.invalidate_all()
+        service.content_changed()
 
     ingest = IngestBox(client, delay=options.ingest_delay, on_ingested=ingested)
     ingest.server_name = service.ontology_name = catalog.server_name

@@ -58,14 +58,13 @@ class KgOperations(pyfuse3.Operations):
         self.allow_ontology_delete = allow_ontology_delete
         self.allow_document_delete = allow_document_delete
         self.inodes = InodeTable()
-        self.scratch = ScratchFiles()
+        self.scratch = ScratchFiles(service.scratch)
         self.tree = Tree(service, catalog, ingest, self.inodes, self.scratch)
         self.attrs = Attributes(started_ns=time.time_ns())
         self.handles = HandleTable()
         self.kernel = KernelCache()
         self._forgotten = 0
-        service.results_cache.on_refresh = self._results_refreshed
-        service.results_cache.on_stale = self._results_stale
+        service.listen(on_refresh=self._results_refreshed, on_stale=self._results_stale)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -78,18 +77,18 @@ class KgOperations(pyfuse3.Operations):
     async def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
         kind = node.kind
         if kind.is_dir:
-            return self.attrs.directory(node.inode, self.attrs.meta_mtime_ns(node.owner))
+            return self.attrs.directory(node.inode, self._mtime_ns(node.owner))
         body = await self.tree.content(node)
         if kind is NodeKind.LINK:
             return self.attrs.link(node.inode, len(body))
         if kind is NodeKind.RESULT_FILE:
             return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False,
-                                   timeout=self.service.results_cache.ttl(node.owner))
+                                   timeout=self.service.ttl(node.owner))
         writable = kind not in READ_ONLY
         control = CONTROL_BY_KIND.get(kind)
         mtime_key = control_mtime_key(node.owner, kind) if control and control.writable \
             else node.owner
-        mtime_ns = await self.tree.mtime_ns(node) or self.attrs.meta_mtime_ns(mtime_key)
+        mtime_ns = await self.tree.mtime_ns(node) or self._mtime_ns(mtime_key)
         return self.attrs.file(node.inode, len(body), mtime_ns, writable=writable)
 
     async def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
@@ -121,7 +120,12 @@ class KgOperations(pyfuse3.Operations):
         self.kernel.flush_soon()
 
     def _touch(self, owner: str) -> None:
-        self.attrs.touch(owner, time.time_ns())
+        now = time.time_ns()
+        if not self.service.touch(owner, now):  # a query's are kept with its state
+            self.attrs.touch(owner, now)
+
+    def _mtime_ns(self, owner: str) -> int:
+        return self.service.meta_mtime_ns(owner) or self.attrs.meta_mtime_ns(owner)
 
     async def _commit(self, control: Control, owner: str, value: object) -> None:
         """Set a control's value, once; an unchanged value changes nothing (no refresh,
@@ -159,7 +163,11 @@ class KgOperations(pyfuse3.Operations):
 
     def forget(self, inode_list: list[tuple[int, int]]) -> None:
         for inode, count in inode_list:
+            node = self.inodes.get(inode)
             self.inodes.forget(inode, count)
+            if node is not None and node.kind is NodeKind.QUERY_DIR and node.attached \
+                    and self.inodes.get(inode) is None:  # nothing below it is held
+                self.service.forgotten(node.owner)
         self._forgotten += len(inode_list)
         if self._forgotten >= TRIM_AFTER:
             self._forgotten = 0
@@ -220,7 +228,7 @@ class KgOperations(pyfuse3.Operations):
         if node.kind is NodeKind.RESULT_FILE:
             if name == XATTR_CONCEPT:
                 return node.name.encode()
-            result_set = self.service.results_cache.cached(node.owner)
+            result_set = self.service.listing(node.owner)
             found = result_set.by_concept.get(node.name) if result_set else None
             if name == XATTR_SCORE and found is not None:
                 return f"{found.score:.6f}".encode()
@@ -295,7 +303,6 @@ class KgOperations(pyfuse3.Operations):
             await self.catalog.delete_ontology(ontology_of(child.owner))
         elif child.kind is NodeKind.QUERY_DIR:
             await self.service.remove(query_path(child.owner))
-            self.scratch.drop_query(child.owner)
         elif child.kind is NodeKind.META_DIR:
             return  # part of its query (rm -r on the way to removing the query): accepted
         else:
@@ -474,7 +481,7 @@ class KgOperations(pyfuse3.Operations):
             await self.service.remove_link(query_path(child.owner), child.name)
         elif child.kind is NodeKind.DOCUMENT_FILE and self.allow_document_delete:
             await self.catalog.delete_document(child.name)
-            self.service.results_cache.invalidate_all()
+            self.service.content_changed()
         elif child.kind.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
         elif child.kind in VIEWS:

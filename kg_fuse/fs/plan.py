@@ -50,11 +50,26 @@ class QueryPlan:
         return self.levels[-1]
 
 
+@dataclass(frozen=True)
+class LevelCount:
+    """How one level or term shaped a listing: ``role`` is ``level`` (by position in
+    the plan's levels), ``union`` or ``exclude``; ``matches`` is how many concepts it
+    matched at its threshold (up to the depth fetched); ``changed`` how many of the
+    query's own matches it removed (an enclosing level, an exclude term) or how many
+    concepts it added (a union term)."""
+
+    role: str
+    text: str
+    matches: int
+    changed: int = 0
+
+
 @dataclass
 class PlanOutcome:
     hits: list[ConceptHit]
     primary: SearchResponse  # the first page of the query's own term: hints, threshold
     default_seen: float | None  # threshold_used of an inheriting search, if any ran
+    levels: tuple[LevelCount, ...] = ()  # plan.levels in order, then union, exclude
 
 
 class _Searcher:
@@ -107,37 +122,45 @@ async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
     depth = MAX_MATCHES if nested else plan.limit
     own = await searcher.matches(plan.own, max(depth, plan.limit), primary=True)
 
-    ancestors: list[dict[str, ConceptHit]] = []
-    extra: list[dict[str, ConceptHit]] = []
-    excluded: list[dict[str, ConceptHit]] = []
+    ancestors: dict[int, dict[str, ConceptHit]] = {}
+    extra: dict[str, dict[str, ConceptHit]] = {}
+    excluded: dict[str, dict[str, ConceptHit]] = {}
     async with trio.open_nursery() as nursery:
 
-        async def collect(level: Level, into: list[dict[str, ConceptHit]]) -> None:
-            into.append(await searcher.matches(level, MAX_MATCHES))
+        async def collect(level: Level, into: dict, slot: object) -> None:
+            into[slot] = await searcher.matches(level, MAX_MATCHES)
 
-        for level in plan.levels[:-1]:
-            nursery.start_soon(collect, level, ancestors)
+        for index, level in enumerate(plan.levels[:-1]):
+            nursery.start_soon(collect, level, ancestors, index)
         for term in plan.union:
-            nursery.start_soon(collect, replace(plan.own, text=term), extra)
+            nursery.start_soon(collect, replace(plan.own, text=term), extra, term)
         for term in plan.exclude:
-            nursery.start_soon(collect, replace(plan.own, text=term), excluded)
+            nursery.start_soon(collect, replace(plan.own, text=term), excluded, term)
 
+    counts = [LevelCount("level", level.text, len(ancestors[i]),
+                         sum(1 for cid in own if cid not in ancestors[i]))
+              for i, level in enumerate(plan.levels[:-1])]
+    counts.append(LevelCount("level", plan.own.text, len(own)))
     combined: dict[str, ConceptHit] = {}
     for cid, hit in own.items():
         scores = [hit.score]
-        for level_hits in ancestors:
-            if cid not in level_hits:
+        for index in range(len(plan.levels) - 1):
+            if cid not in ancestors[index]:
                 break
-            scores.append(level_hits[cid].score)
+            scores.append(ancestors[index][cid].score)
         else:
             combined[cid] = replace(hit, score=min(scores))
-    for term_hits in extra:
-        for cid, hit in term_hits.items():
+    for term in plan.union:
+        added = 0
+        for cid, hit in extra[term].items():
+            added += cid not in combined
             if cid not in combined or hit.score > combined[cid].score:
                 combined[cid] = hit
-    for term_hits in excluded:
-        for cid in term_hits:
-            combined.pop(cid, None)
+        counts.append(LevelCount("union", term, len(extra[term]), added))
+    for term in plan.exclude:
+        removed = sum(combined.pop(cid, None) is not None for cid in excluded[term])
+        counts.append(LevelCount("exclude", term, len(excluded[term]), removed))
     ranked = sorted(combined.values(), key=lambda h: (-h.score, h.label, h.concept_id))
     assert searcher.primary is not None
-    return PlanOutcome(ranked[: plan.limit], searcher.primary, searcher.default_seen)
+    return PlanOutcome(ranked[: plan.limit], searcher.primary, searcher.default_seen,
+                       tuple(counts))

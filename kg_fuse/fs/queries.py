@@ -170,6 +170,10 @@ def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
             suggested=float(adj_raw["suggested"]),
             server_default=float(adj_raw["server_default"]),
         )
+    threshold = _threshold_from_toml(raw.get("threshold", INHERIT_WORDS[0]))
+    if adj is not None and adj.to_value != threshold:  # rewritten by hand since
+        log.info("dropping an auto-adjustment record that no longer applies: %r", adj)
+        adj = None
     path = raw.get("path") or [raw["name"]]
     if not isinstance(path, list) or not all(isinstance(p, str) and p for p in path):
         raise ValueError(f"bad query path {path!r}")
@@ -179,7 +183,7 @@ def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
     return SavedQuery(
         path=tuple(path),
         text=str(raw["text"]),
-        threshold=_threshold_from_toml(raw.get("threshold", INHERIT_WORDS[0])),
+        threshold=threshold,
         created_at=str(raw.get("created_at") or now_iso()),
         auto_adjusted=adj,
         limit=limit,

@@ -6,12 +6,13 @@ old. Identical concurrent requests share one fetch. Files are rendered when fetc
 every file's exact size is known for ``ls -l``, and keep their mtime while their content
 is unchanged.
 
-Memory is bounded: listings live in an LRU with a byte budget (``SETS_BUDGET``: their
-rendered bodies), concept details in another (``DETAILS_BUDGET``). An evicted listing is
-fetched again when next used (the kernel is told to forget its names first); a removed
-query's listing is dropped at once. Details are fetched over a bounded pool of kept-alive
-connections; the batch's deadline scales with its size, and a stalled server ends it at
-the first request timeout (files then render without details).
+Memory is bounded: listings are held by their query's state (``query_state``) within a
+byte budget (``SETS_BUDGET``, 32 MiB of rendered bodies, least recently used dropped
+first), concept details in an LRU of their own (``DETAILS_BUDGET``, 8 MiB). A dropped
+listing is fetched again when next used (the kernel is told to forget its names first).
+Details are fetched over a bounded pool of kept-alive connections; the batch's deadline
+scales with its size, and a stalled server ends it at the first request timeout (files
+then render without details).
 """
 
 from __future__ import annotations
@@ -28,15 +29,14 @@ from cachetools import LRUCache
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.client.models import ConceptDetail, ConceptHit, SearchResponse
-from kg_fuse.fs.names import NameRegistry
-from kg_fuse.fs.plan import QueryPlan, execute
+from kg_fuse.client.models import ConceptDetail, SearchResponse
+from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
+from kg_fuse.fs.query_state import Failure, QueryState, QueryStates
 from kg_fuse.fs.render import concept_markdown
 
 log = logging.getLogger(__name__)
 
 DETAIL_CONCURRENCY = 8  # concept details in flight at once (the client's pool is larger)
-SETS_BUDGET = 32 * 2**20  # bytes of rendered listings kept (about 25k result files)
 DETAILS_BUDGET = 8 * 2**20  # bytes of concept details kept between listings
 
 
@@ -60,6 +60,7 @@ class ResultSet:
     files: dict[str, ResultFile] = field(default_factory=dict)
     by_concept: dict[str, ResultFile] = field(default_factory=dict)
     stale: bool = False
+    levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
 
     def add(self, result: ResultFile) -> None:
         self.files[result.name] = result
@@ -75,39 +76,21 @@ def _detail_size(item: tuple[float, ConceptDetail]) -> int:
         200 + len(e.quote) for e in detail.evidence) + 150 * len(detail.relationships)
 
 
-class _Listings(LRUCache):
-    """Result sets by query key, least recently used evicted past the byte budget."""
-
-    def __init__(self, budget: int, on_evict: Callable[[str, ResultSet], None]) -> None:
-        super().__init__(maxsize=budget, getsizeof=lambda rs: max(rs.nbytes, 1))
-        self._on_evict = on_evict
-
-    def popitem(self) -> tuple[str, ResultSet]:
-        key, value = super().popitem()
-        self._on_evict(key, value)
-        return key, value
-
-
-@dataclass(frozen=True)
-class _Failure:
-    at: float
-    plan: QueryPlan
-    error: errors.KgError
-
-
 # Called with (query key, the previous set or None, the new set) after each refresh.
 RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
 # Called with the server default reported by an inheriting search.
 DefaultListener = Callable[[float], None]
-# Called with a listing that is no longer current (its names may have changed).
-StaleListener = Callable[[str, ResultSet], None]
 
 
 class ResultCache:
+    """Fetches listings into the queries' states (``QueryStates``, which owns and drops
+    them) and keeps concept details in their own LRU."""
+
     def __init__(
         self,
         client: KgApiClient,
         max_age: float,
+        states: QueryStates,
         on_refresh: RefreshListener | None = None,
         on_default: DefaultListener | None = None,
         retry_after: float = 5.0,
@@ -117,32 +100,18 @@ class ResultCache:
         self.retry_after = retry_after
         self.on_refresh = on_refresh
         self.on_default = on_default
-        self.on_stale: StaleListener | None = None
-        self._sets: _Listings = _Listings(SETS_BUDGET, self._evicted)
-        self._names: dict[str, NameRegistry] = {}
-        self._locks: dict[str, trio.Lock] = {}
+        self.states = states
         self._details: LRUCache = LRUCache(DETAILS_BUDGET, getsizeof=_detail_size)
-        # Per query: concept id -> (digest of its body, mtime), so a result keeps its
-        # mtime while its content is unchanged, even if it left the listing meanwhile.
-        self._mtimes: dict[str, dict[str, tuple[bytes, int]]] = {}
-        self._failures: dict[str, _Failure] = {}
-
-    def cached(self, key: str) -> ResultSet | None:
-        return self._sets.get(key)
-
-    def _evicted(self, key: str, result_set: ResultSet) -> None:
-        log.debug("listing of %r evicted (byte budget)", key)
-        if self.on_stale is not None:
-            self.on_stale(key, result_set)
 
     @property
     def nbytes(self) -> int:
-        return int(self._sets.currsize) + int(self._details.currsize)
+        return self.states.nbytes + int(self._details.currsize)
 
     def ttl(self, key: str) -> float:
         """How long the kernel may keep the listing's names and attributes: until the
         listing expires (``max_age``); zero once it is stale or gone."""
-        result_set = self._sets.get(key)
+        state = self.states.find(key)
+        result_set = state.listing if state is not None else None
         if result_set is None or result_set.stale:
             return 0.0
         return max(0.0, result_set.fetched_at + self.max_age - trio.current_time())
@@ -150,38 +119,33 @@ class ResultCache:
     def _expire(self, key: str, result_set: ResultSet) -> None:
         expired = result_set.fetched_at == float("-inf")
         result_set.fetched_at = float("-inf")
-        if not expired and self.on_stale is not None:
-            self.on_stale(key, result_set)
+        if not expired and self.states.on_stale is not None:
+            self.states.on_stale(key, result_set)
 
     def invalidate(self, key: str) -> None:
         """Force the next ``get`` to fetch (the set stays available as a stale fallback)."""
-        result_set = self._sets.get(key)
-        if result_set is not None:
-            self._expire(key, result_set)
+        state = self.states.find(key)
+        if state is not None and state.listing is not None:
+            self._expire(key, state.listing)
 
     def invalidate_inheriting(self) -> None:
-        for key, result_set in self._sets.items():
-            if any(level.min_similarity is None for level in result_set.plan.levels):
-                self._expire(key, result_set)
+        for state in self.states:
+            result_set = state.listing
+            if result_set is not None and any(
+                    level.min_similarity is None for level in result_set.plan.levels):
+                self._expire(state.key, result_set)
 
     def invalidate_all(self) -> None:
         """The server's content changed: refetch every listing and concept on next use."""
-        for key, result_set in self._sets.items():
-            self._expire(key, result_set)
+        for state in self.states:
+            if state.listing is not None:
+                self._expire(state.key, state.listing)
         self._details.clear()
-
-    def forget(self, key: str) -> None:
-        result_set = self._sets.pop(key, None)
-        if result_set is not None and self.on_stale is not None:
-            self.on_stale(key, result_set)
-        self._names.pop(key, None)
-        self._locks.pop(key, None)
-        self._mtimes.pop(key, None)
-        self._failures.pop(key, None)
 
     def server_back(self) -> None:
         """The server answered again: the next listing may try at once."""
-        self._failures.clear()
+        for state in self.states:
+            state.failure = None
 
     def _usable(self, rs: ResultSet | None, plan: QueryPlan) -> bool:
         return (
@@ -190,16 +154,19 @@ class ResultCache:
             and trio.current_time() - rs.fetched_at < self.max_age
         )
 
-    def _recent_failure(self, key: str, plan: QueryPlan, since: float) -> errors.KgError | None:
-        failure = self._failures.get(key)
+    @staticmethod
+    def _recent_failure(state: QueryState, plan: QueryPlan, since: float
+                        ) -> errors.KgError | None:
+        failure = state.failure
         if failure is None or failure.plan != plan or failure.at < since:
             return None
         return failure.error
 
-    def _fallback(self, key: str, plan: QueryPlan, error: errors.KgError) -> ResultSet:
+    @staticmethod
+    def _fallback(state: QueryState, plan: QueryPlan, error: errors.KgError) -> ResultSet:
         """After a failed fetch: the last listing of the same plan, marked stale, or the
         error (a listing for other settings would be a lie)."""
-        current = self._sets.get(key)
+        current = state.listing
         if current is None or current.plan != plan:
             raise type(error)(str(error))
         current.stale = True
@@ -210,46 +177,46 @@ class ResultCache:
         fetch, and its failure: callers queued behind a failed fetch get its outcome at
         once, and after a timeout, for ``retry_after`` seconds (or until the server is
         back), nobody waits on another deadline. Fast failures are simply retried."""
-        current = self._sets.get(key)
+        state = self.states.get(key)
+        current = self.states.listing(key)
         if self._usable(current, plan):
             return current  # type: ignore[return-value]
         now = trio.current_time()
-        error = self._recent_failure(key, plan, now - self.retry_after)
+        error = self._recent_failure(state, plan, now - self.retry_after)
         if isinstance(error, errors.ServerTimeout):  # only a stall is worth not retrying
-            return self._fallback(key, plan, error)
-        lock = self._locks.setdefault(key, trio.Lock())
-        async with lock:
-            current = self._sets.get(key)
+            return self._fallback(state, plan, error)
+        async with state.lock:
+            current = state.listing
             if self._usable(current, plan):
                 return current  # type: ignore[return-value]
-            error = self._recent_failure(key, plan, now)
+            error = self._recent_failure(state, plan, now)
             if error is not None:
-                return self._fallback(key, plan, error)
+                return self._fallback(state, plan, error)
             try:
-                fresh = await self._fetch(key, plan)
+                fresh = await self._fetch(state, plan)
             except errors.KgError as exc:
                 if current is not None and current.plan == plan:
                     log.warning("serving stale results for %r: %s", key, exc)
-                self._failures[key] = _Failure(trio.current_time(), plan, exc)
-                return self._fallback(key, plan, exc)
-            self._failures.pop(key, None)
-            if key in self._locks:  # not removed while we were fetching
-                self._sets[key] = fresh
+                state.failure = Failure(trio.current_time(), plan, exc)
+                return self._fallback(state, plan, exc)
+            state.failure = None
+            if self.states.find(key) is state:  # not removed while we were fetching
+                self.states.store(state, fresh)
                 if self.on_refresh is not None:
                     self.on_refresh(key, current, fresh)
             return fresh
 
-    async def _fetch(self, key: str, plan: QueryPlan) -> ResultSet:
+    async def _fetch(self, state: QueryState, plan: QueryPlan) -> ResultSet:
         outcome = await execute(self._client, plan)
         if outcome.default_seen is not None and self.on_default is not None:
             self.on_default(outcome.default_seen)
         details = await self._fetch_details([hit.concept_id for hit in outcome.hits])
-        names = self._names.setdefault(key, NameRegistry())
-        mtimes = self._mtimes.setdefault(key, {})
+        names, mtimes = state.names, state.mtimes
         # the hints only: the hits are in the files already (and a page of hits with
         # their descriptions costs more memory than the rendered files)
         hints = replace(outcome.primary, results=())
-        result_set = ResultSet(plan, hints, trio.current_time(), time.time())
+        result_set = ResultSet(plan, hints, trio.current_time(), time.time(),
+                               levels=outcome.levels)
         now_ns = time.time_ns()
         for hit in outcome.hits:
             name = names.name_for(hit.concept_id, hit.label)
@@ -261,7 +228,7 @@ class ResultCache:
             mtime = seen[1] if seen is not None and seen[0] == digest else now_ns
             mtimes[hit.concept_id] = (digest, mtime)
             result_set.add(ResultFile(name, hit.concept_id, hit.score, body, mtime))
-        log.debug("fetched %d results for %r", len(result_set.files), key)
+        log.debug("fetched %d results for %r", len(result_set.files), state.key)
         return result_set
 
     async def _fetch_details(self, concept_ids: list[str]) -> dict[str, ConceptDetail]:
@@ -310,5 +277,3 @@ class ResultCache:
         return found
 
 
-def hit_summary(hit: ConceptHit | None) -> str:
-    return "none" if hit is None else f"{hit.label} ({hit.score:.3f})"

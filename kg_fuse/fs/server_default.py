@@ -18,17 +18,23 @@ their refetch reports the new ``threshold_used``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.fs.threshold import DefaultOrigin
 
 log = logging.getLogger(__name__)
 
 # An inheriting search of this text reports the default to any client (ADR-508).
 PROBE_TEXT = "kg-fuse server default probe"
+FROM_ADMIN = "the admin endpoint"
+FROM_SEARCH = "an inheriting search"
+FROM_PROBE = "a probe search"
+FROM_SAVED = "saved by an earlier mount"
 
 
 class ServerDefault:
@@ -42,6 +48,8 @@ class ServerDefault:
         self._client = client
         self.ttl = ttl
         self.value = initial
+        self._how: str | None = FROM_SAVED if initial is not None else None
+        self._learned_wall: float | None = None
         self._learned_at: float | None = None
         self._failed_at: float | None = None
         self._admin_readable: bool | None = None
@@ -53,10 +61,17 @@ class ServerDefault:
     def fresh(self) -> bool:
         return self._learned_at is not None and trio.current_time() - self._learned_at < self.ttl
 
-    def observe(self, value: float) -> None:
-        """Record a value the server just reported (e.g. ``threshold_used``)."""
+    @property
+    def origin(self) -> DefaultOrigin:
+        """The value, how it was learned and when (for ``.meta/status``)."""
+        return DefaultOrigin(self.value, self._how, self._learned_wall)
+
+    def observe(self, value: float, how: str = FROM_SEARCH) -> None:
+        """Record a value the server just reported (by default an inheriting search's
+        ``threshold_used``)."""
         previous = self.value
         self.value = value
+        self._how, self._learned_wall = how, time.time()
         self._learned_at = trio.current_time()
         if previous != value:
             log.info("server default threshold is %s (was %s)", value, previous)
@@ -77,16 +92,11 @@ class ServerDefault:
             if self.fresh or self._failed_recently():
                 return self.value
             try:
-                self.observe(await self._learn(timeout))
+                self.observe(*await self._learn(timeout))
             except errors.KgError as exc:
                 self._failed_at = trio.current_time()
                 log.info("could not refresh the server default: %s", exc)
         return self.value
-
-    @property
-    def learned_at(self) -> float | None:
-        """trio clock time of the last successful learning (None: never)."""
-        return self._learned_at
 
     async def refresh(self, timeout: float | None = None) -> None:
         """The poller's look: the admin endpoint where permitted, nothing otherwise (no
@@ -94,7 +104,7 @@ class ServerDefault:
         async with self._lock:
             value = await self._from_admin(timeout)
             if value is not None:
-                self.observe(value)
+                self.observe(value, FROM_ADMIN)
 
     async def _from_admin(self, timeout: float | None) -> float | None:
         if self._admin_readable is False:
@@ -108,11 +118,11 @@ class ServerDefault:
             self._admin_readable = True
         return value
 
-    async def _learn(self, timeout: float | None) -> float:
+    async def _learn(self, timeout: float | None) -> tuple[float, str]:
         value = await self._from_admin(timeout)
         if value is not None:
-            return value
+            return value, FROM_ADMIN
         self.probes += 1
         response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1, lean=True),
                                              timeout=timeout)
-        return response.threshold_used
+        return response.threshold_used, FROM_PROBE

@@ -1,9 +1,20 @@
 """Saved queries as a service: create, remove, change settings, fetch results.
 
-This is the domain layer under the FUSE operations; it knows nothing about inodes or
-errnos and is tested directly against a real server. Queries are identified by their
-path from the mount root (``("gzip",)``, ``("gzip", "levels")``,
-``("ontology", "Data Compression and Archiving", "gzip")``).
+This is the domain layer under the FUSE operations, and the façade over everything the
+mount holds per query: it knows nothing about inodes or errnos, and nothing outside
+reaches into its caches. Queries are identified by their path from the mount root
+(``("gzip",)``, ``("gzip", "levels")``, ``("ontology", "Data Compression and
+Archiving", "gzip")``); their runtime state (listing, names, mtimes, negative cache,
+scratch files) lives in one ``QueryState`` each, dropped in one place
+(``QueryStates.drop``: on ``rmdir``, when the kernel forgets the query's directory, and
+past the listings' byte budget).
+
+Constructing one needs only a client, a store and its loaded state::
+
+    service = QueryService(KgApiClient(url, token), QueryStore(dir), QueryStore(dir).load())
+
+(inside a trio run: it makes trio locks). ``poll()`` is what the mount's background
+task calls every ``poll_interval``; nothing else runs on its own.
 """
 
 from __future__ import annotations
@@ -28,12 +39,14 @@ from kg_fuse.fs.queries import (
     query_key,
     scope_of,
 )
+from kg_fuse.fs.query_state import Drop, QueryStates, StaleListener
 from kg_fuse.fs.results import RefreshListener, ResultCache, ResultSet
 from kg_fuse.fs.server_default import ServerDefault
 from kg_fuse.fs.threshold import (
     EffectiveThreshold,
     Threshold,
-    effective_threshold,
+    ThresholdExplanation,
+    explain_thresholds,
     floor_adjust,
 )
 
@@ -71,9 +84,10 @@ class QueryService:
         self.server_default = ServerDefault(
             client, max_age, state.server_default_seen, on_change=self._default_changed
         )
-        self.results_cache = ResultCache(client, max_age, on_refresh=on_refresh,
-                                         on_default=self.server_default.observe,
-                                         retry_after=min(poll_interval, 5.0))
+        self._states = QueryStates()
+        self._results = ResultCache(client, max_age, self._states, on_refresh=on_refresh,
+                                    on_default=self.server_default.observe,
+                                    retry_after=min(poll_interval, 5.0))
         self.server_error: str | None = None
         # an ontology directory's name -> the server's name (set by the mount)
         self.ontology_name: Callable[[str], str] = lambda name: name
@@ -110,10 +124,14 @@ class QueryService:
             chain.insert(0, self.state.queries[chain[0].parent_key])
         return chain
 
+    def explain(self, query: SavedQuery) -> ThresholdExplanation:
+        """Every threshold that filters the query's listing, and where each comes from."""
+        return explain_thresholds(self.chain(query), query.union, query.exclude,
+                                  self.server_default.origin)
+
     def effective(self, query: SavedQuery) -> EffectiveThreshold:
-        return effective_threshold(
-            query.threshold, query.auto_adjusted, self.server_default.value
-        )
+        """The query's own threshold (its level; enclosing levels filter too)."""
+        return self.explain(query).own.effective
 
     def _scope(self, path: QueryPath) -> str | None:
         """The server's name of the ontology a scoped query searches in."""
@@ -121,13 +139,15 @@ class QueryService:
         return None if scope is None else self.ontology_name(scope)
 
     def plan(self, query: SavedQuery) -> QueryPlan:
+        """What the listing searches: each level at the threshold ``explain`` gives it."""
         scope = self._scope(query.path)
         levels = []
-        for level in self.chain(query):
-            ontologies = tuple(sorted({link.ontology for link in level.links}))
+        for saved, explained in zip(self.chain(query), self.explain(query).chain,
+                                    strict=True):
+            ontologies = tuple(sorted({link.ontology for link in saved.links}))
             if scope is not None:
                 ontologies = (scope,)
-            levels.append(Level(level.text, self.effective(level).min_similarity, ontologies))
+            levels.append(Level(saved.text, explained.effective.min_similarity, ontologies))
         return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude)
 
     async def current_default(self) -> float | None:
@@ -135,7 +155,73 @@ class QueryService:
         return await self.server_default.get(timeout=self.probe_timeout)
 
     async def results(self, query: SavedQuery) -> ResultSet:
-        return await self.results_cache.get(query.key, self.plan(query))
+        """The query's listing, fetched if stale (raises KgError without a fallback)."""
+        return await self._results.get(query.key, self.plan(query))
+
+    async def refresh_status(self, query: SavedQuery) -> None:
+        """Before ``.meta/status`` is shown: try to fetch the listing it describes, and
+        remember why that failed (``fetch_error``)."""
+        try:
+            await self.results(query)
+        except errors.KgError as exc:
+            self._states.get(query.key).fetch_error = str(exc)
+        else:
+            self._states.get(query.key).fetch_error = None
+
+    def fetch_error(self, key: str) -> str | None:
+        state = self._states.find(key)
+        return state.fetch_error if state is not None else None
+
+    # -- what the mount holds per query (the façade over the states) --------------------
+
+    def listing(self, key: str) -> ResultSet | None:
+        """The listing held now (current or stale), without fetching."""
+        return self._states.listing(key)
+
+    def ttl(self, key: str) -> float:
+        """How long the kernel may cache the listing's names and attributes."""
+        return self._results.ttl(key)
+
+    def listen(self, on_refresh: RefreshListener | None = None,
+               on_stale: StaleListener | None = None) -> None:
+        """The mount's hooks: a listing was refetched; a listing's names may be stale."""
+        self._results.on_refresh = on_refresh
+        self._states.on_stale = on_stale
+
+    def scratch(self, key: str) -> dict[str, bytearray]:
+        """Editors' temporary files in the query's ``.meta`` (kept with its state)."""
+        return self._states.get(key).scratch
+
+    def meta_mtime_ns(self, owner: str) -> int | None:
+        """When a query's directory (``owner`` is its key) or one of its control files
+        (``key\0kind``) last changed; None if never, or if ``owner`` is no query."""
+        key, _, part = owner.partition("\0")
+        state = self._states.find(key)
+        return state.meta_mtimes.get(part) if state is not None else None
+
+    def touch(self, owner: str, mtime_ns: int) -> bool:
+        """Record a change (see ``meta_mtime_ns``); False if ``owner`` is no query."""
+        key, _, part = owner.partition("\0")
+        if key not in self.state.queries:
+            return False
+        self._states.get(key).meta_mtimes[part] = mtime_ns
+        return True
+
+    def forgotten(self, key: str) -> None:
+        """The kernel forgot the query's directory (so everything below it): its listing
+        is dropped (fetched again by the next ``ls``), and its memory handed back."""
+        if key in self.state.queries:
+            self._states.drop(key, Drop.FORGOTTEN)
+
+    def content_changed(self) -> None:
+        """The server's content changed (epoch, a deleted document): every listing and
+        concept detail is refetched on next use."""
+        self._results.invalidate_all()
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes held by listings and concept details (within their budgets)."""
+        return self._results.nbytes
 
     # -- watching the server -------------------------------------------------------------
 
@@ -143,6 +229,7 @@ class QueryService:
         """One look at the server: a changed epoch drops every cached listing (the next
         ``ls`` refetches), and the default is re-learned (a change drops the listings of
         inheriting queries). Returns whether the content changed."""
+        self._states.trim()
         try:
             epoch = await self.client.epoch(timeout=self.probe_timeout)
             await self.server_default.refresh(timeout=self.probe_timeout)
@@ -153,12 +240,12 @@ class QueryService:
             return False
         if self.server_error is not None:
             log.info("server available again")
-            self.results_cache.server_back()
+            self._results.server_back()
         self.server_error = None
         changed = self._epoch is not None and epoch != self._epoch
         if changed:
             log.info("server content changed (epoch %s -> %s)", self._epoch, epoch)
-            self.results_cache.invalidate_all()
+            self.content_changed()
         self._epoch = epoch
         await self.save_if_dirty()
         return changed
@@ -215,7 +302,7 @@ class QueryService:
         del self.state.queries[query.key]
         self._children.get(query_key(path[:-1]), set()).discard(query.key)
         self._children.pop(query.key, None)
-        self.results_cache.forget(query.key)
+        self._states.drop(query.key, Drop.REMOVED)
         await self._save()
         log.info("removed query %r", query.key)
 
@@ -225,7 +312,7 @@ class QueryService:
             return query
         self.state.queries[query.key] = query
         for key in self._subtree(query.key):
-            self.results_cache.invalidate(key)
+            self._results.invalidate(key)
         await self._save()
         log.info("query %r: %s", query.key, what)
         return query
@@ -269,7 +356,7 @@ class QueryService:
     # -- persistence ----------------------------------------------------------------------
 
     def _default_changed(self, previous: float | None, value: float) -> None:
-        self.results_cache.invalidate_inheriting()
+        self._results.invalidate_inheriting()
         self.state.server_default_seen = value
         self._dirty_default = True
 

@@ -1,4 +1,4 @@
-"""The one place that answers "what threshold does this query use, and why".
+"""The one place that answers "which thresholds filter this listing, and why".
 
 Rules (ADR-508): a query without its own threshold inherits the server default, which
 the client learns over HTTP and never hard-codes; a value written to ``.meta/threshold``
@@ -8,10 +8,13 @@ over-tight threshold but never below the server default.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 INHERIT_WORDS = ("inherit", "default")
 STANDARD = "standard"  # the preset that means inherit
@@ -88,7 +91,7 @@ def effective_threshold(
         return EffectiveThreshold(value, ThresholdSource.PRESET, value, own)
     if own is None:
         return EffectiveThreshold(server_default, ThresholdSource.SERVER_DEFAULT, None)
-    if auto_adjusted is not None and auto_adjusted.to_value == own:
+    if auto_adjusted is not None:  # the stored record: cleared by any later write
         return EffectiveThreshold(own, ThresholdSource.AUTO_ADJUSTED, own)
     return EffectiveThreshold(own, ThresholdSource.OVERRIDE, own)
 
@@ -154,3 +157,120 @@ def floor_adjust(typed: float, suggested: float, server_default: float) -> AutoA
     if suggested <= server_default:
         return AutoAdjustment(typed, None, suggested, server_default)
     return AutoAdjustment(typed, suggested, suggested, server_default)
+
+
+# -- which thresholds filter a listing, and why ----------------------------------------------
+
+
+class LevelSettings(Protocol):
+    """What a level of a query chain contributes (a ``SavedQuery`` is one)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def threshold(self) -> Threshold: ...
+    @property
+    def auto_adjusted(self) -> AutoAdjustment | None: ...
+
+
+@dataclass(frozen=True)
+class DefaultOrigin:
+    """The server default as the client knows it: its value, how it was learned
+    (``admin endpoint``, ``an inheriting search``, ``a probe search``, ``saved by an
+    earlier mount``) and when (wall clock), None while never learned."""
+
+    value: float | None
+    how: str | None = None
+    at_wall: float | None = None
+
+
+class Role(enum.Enum):
+    ENCLOSING = "enclosing query"
+    OWN = "this query"
+    UNION = "union term"
+    EXCLUDE = "exclude term"
+
+
+@dataclass(frozen=True)
+class FilterLevel:
+    """One threshold a listing is filtered by: which term, whose setting, the value."""
+
+    role: Role
+    text: str
+    owner: str  # the key of the query whose setting applies
+    effective: EffectiveThreshold
+    adjustment: AutoAdjustment | None  # the creation-time auto-adjustment, if in effect
+
+
+@dataclass(frozen=True)
+class ThresholdExplanation:
+    """Every threshold that filters one listing: the chain's levels, outermost first
+    (the query itself last), then its union and exclude terms (searched at the query's
+    own threshold). A concept is listed when it reaches every level's threshold."""
+
+    levels: tuple[FilterLevel, ...]
+    default: DefaultOrigin
+
+    @property
+    def chain(self) -> tuple[FilterLevel, ...]:
+        return tuple(lv for lv in self.levels if lv.role in (Role.ENCLOSING, Role.OWN))
+
+    @property
+    def own(self) -> FilterLevel:
+        return next(lv for lv in self.levels if lv.role is Role.OWN)
+
+
+def explain_thresholds(chain: Sequence[LevelSettings], union: Sequence[str],
+                       exclude: Sequence[str], default: DefaultOrigin
+                       ) -> ThresholdExplanation:
+    """The one answer to "which thresholds filter this listing, and why". ``chain`` is
+    the query's enclosing queries, outermost first, then the query itself."""
+    levels = []
+    for depth, query in enumerate(chain):
+        effective = effective_threshold(query.threshold, query.auto_adjusted, default.value)
+        role = Role.OWN if depth == len(chain) - 1 else Role.ENCLOSING
+        levels.append(FilterLevel(role, query.text, query.key, effective,
+                                  query.auto_adjusted))
+    own = levels[-1]
+    for role, terms in ((Role.UNION, union), (Role.EXCLUDE, exclude)):
+        levels += [FilterLevel(role, term, own.owner, own.effective, own.adjustment)
+                   for term in terms]
+    return ThresholdExplanation(tuple(levels), default)
+
+
+def _number(value: float | None) -> str:
+    return "unknown (server not reached yet)" if value is None else repr(float(value))
+
+
+def describe_default(default: DefaultOrigin) -> str:
+    """'0.55 (from the admin endpoint, 2026-01-01T10:00:00+00:00)'."""
+    if default.value is None:
+        return _number(None)
+    origin = [default.how] if default.how else []
+    if default.at_wall is not None:
+        origin.append(dt.datetime.fromtimestamp(default.at_wall, dt.UTC)
+                      .replace(microsecond=0).isoformat())
+    return _number(default.value) + (f" (from {', '.join(origin)})" if origin else "")
+
+
+def describe_source(level: FilterLevel, default: DefaultOrigin) -> str:
+    """Where a level's threshold comes from, in words."""
+    effective, adj = level.effective, level.adjustment
+    if effective.preset is not None:
+        offset = PRESET_OFFSETS[effective.preset]
+        text = (f"preset {effective.preset} (server default "
+                f"{'+' if offset > 0 else '-'} {abs(offset):.2f})")
+    elif effective.source is ThresholdSource.SERVER_DEFAULT:
+        text = f"server default {describe_default(default)}"
+    else:
+        text = "own value"
+    if level.role in (Role.UNION, Role.EXCLUDE):
+        text = f"searched at this query's threshold: {text}"
+    if adj is not None:
+        to = "inherit" if adj.to_value is None else _number(adj.to_value)
+        text += (f"; auto-adjusted at creation from {_number(adj.from_value)} to {to} "
+                 f"(server suggested {_number(adj.suggested)}, default then "
+                 f"{_number(adj.server_default)})")
+    return text

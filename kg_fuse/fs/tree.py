@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import pyfuse3
 import trio
 
-from kg_fuse.client.errors import KgError
 from kg_fuse.fs.catalog import Catalog
 from kg_fuse.fs.control import ScratchFiles
 from kg_fuse.fs.ingest import IngestBox
@@ -66,7 +65,6 @@ class Tree:
         self.ingest = ingest
         self.inodes = inodes
         self.scratch = scratch
-        self.fetch_errors: dict[str, str] = {}
 
     def query(self, node: Node) -> SavedQuery:
         try:
@@ -183,17 +181,9 @@ class Tree:
         if node.kind is not NodeKind.STATUS_FILE:
             await self.service.current_default()
             return
-
-        async def fetch() -> None:
-            try:
-                await self.service.results(query)
-                self.fetch_errors.pop(query.key, None)
-            except KgError as exc:
-                self.fetch_errors[query.key] = str(exc)
-
         async with trio.open_nursery() as nursery:  # both deadlines run side by side
             nursery.start_soon(self.service.current_default)
-            nursery.start_soon(fetch)
+            nursery.start_soon(self.service.refresh_status, query)
 
     async def content(self, node: Node) -> bytes:
         """A file's current bytes (a result that left the listing keeps its last ones)."""
@@ -201,9 +191,9 @@ class Tree:
         control = CONTROL_BY_KIND.get(kind)
         if control is not None:
             query = self.query(node)
-            return control.render(self.service, query, self.fetch_errors.get(query.key))
+            return control.render(self.service, query, self.service.fetch_error(query.key))
         if kind is NodeKind.RESULT_FILE:
-            result_set = self.service.results_cache.cached(node.owner)
+            result_set = self.service.listing(node.owner)
             found = result_set.by_concept.get(node.name) if result_set else None
             if found is not None:
                 node.last_body, node.last_mtime_ns = found.body, found.mtime_ns

@@ -140,6 +140,47 @@ def test_each_level_uses_its_own_threshold(mounted: Mount) -> None:
     assert len(results(child)) >= len(before)
 
 
+def meta_status(query) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in
+                (query / ".meta" / "status").read_text().splitlines())
+
+
+def test_a_nested_query_s_status_names_the_parent_threshold_as_the_filter(
+        mounted: Mount) -> None:
+    parent = mounted.path("read data from files")
+    parent.mkdir()
+    child = parent / "compressed archives"
+    child.mkdir()
+    (parent / ".meta" / "threshold").write_text("0.99\n")
+    assert results(child) == []
+    status = meta_status(child)
+    assert status["results"] == "0"
+    assert status["filtered by"].startswith(
+        "level 1, the enclosing query 'read data from files' at 0.99 (override): none of "
+        "this query's")
+    assert status["level 1"].startswith("0.99 for 'read data from files' (enclosing query")
+    assert status["level 2"].startswith("0.")  # its own threshold, the server default
+    assert "(this query): server default" in status["level 2"]
+    levels = settings(child)["levels"]
+    assert [(lv["role"], lv["threshold"]) for lv in levels][0] == ("enclosing query", 0.99)
+    threshold_text = (child / ".meta" / "threshold").read_text()
+    assert "# Also filtered by the enclosing query 'read data from files': 0.99" \
+        in threshold_text
+
+
+def test_the_readme_nested_example_explains_its_listing(mounted: Mount) -> None:
+    parent = mounted.path("compress data with gzip")
+    parent.mkdir()
+    child = parent / "read"
+    child.mkdir()
+    names = results(child)
+    status = meta_status(child)
+    assert status["results"] == str(len(names))
+    assert "level 1" in status and "level 2" in status
+    if not names:  # empty: the status says which threshold emptied it
+        assert "filtered by" in status
+
+
 def test_rmdir_of_a_query_with_nested_queries_is_enotempty(mounted: Mount) -> None:
     mounted.path("json").mkdir()
     mounted.path("json", "decode").mkdir()

@@ -9,7 +9,7 @@ import pytest
 
 from kg_fuse.fs.names import InvalidName, parse_query_dir_name
 from kg_fuse.fs.queries import SavedQuery, _query_from_toml, _query_to_toml
-from kg_fuse.fs.render import query_toml, status_file, threshold_file
+from kg_fuse.fs.status import query_toml, status_file, threshold_file
 from kg_fuse.fs.threshold import (
     InvalidThreshold,
     ThresholdSource,
@@ -17,6 +17,7 @@ from kg_fuse.fs.threshold import (
     parse_threshold_file,
     preset_value,
 )
+from tests.unit.explain import explain_one
 
 
 @pytest.mark.parametrize(("text", "stored"), [
@@ -58,7 +59,7 @@ def test_presets_follow_the_server_default() -> None:
 
 def test_threshold_file_shows_the_word_and_its_value() -> None:
     query = SavedQuery(("q",), "q", threshold="exact")
-    text = threshold_file(query, effective_threshold("exact", None, 0.47), 0.47).decode()
+    text = threshold_file(query, explain_one(query, 0.47)).decode()
     lines = text.splitlines()
     assert lines[-1] == "exact"  # an unchanged save keeps the preset
     assert "# Effective threshold: 0.57 (preset exact)" in lines
@@ -69,23 +70,21 @@ def test_threshold_file_shows_the_word_and_its_value() -> None:
 
 def test_comprehensive_warns_in_threshold_and_status() -> None:
     query = SavedQuery(("q",), "q", threshold="comprehensive")
-    effective = effective_threshold("comprehensive", None, 0.47)
-    threshold = threshold_file(query, effective, 0.47).decode()
+    threshold = threshold_file(query, explain_one(query, 0.47)).decode()
     assert "# Warning: comprehensive is below the server default" in threshold
     assert "may be noise" in threshold
-    status = status_file(query, effective, 0.47, None, None).decode()
+    status = status_file(query, explain_one(query, 0.47), None, None).decode()
     assert "effective threshold: 0.41 (preset comprehensive)" in status
     assert any(line.startswith("warning: ") and "may be noise" in line
                for line in status.splitlines())
-    exact = status_file(SavedQuery(("q",), "q", threshold="exact"),
-                        effective_threshold("exact", None, 0.47), 0.47, None, None).decode()
+    exact_query = SavedQuery(("q",), "q", threshold="exact")
+    exact = status_file(exact_query, explain_one(exact_query, 0.47), None, None).decode()
     assert "warning" not in exact
 
 
 def test_query_toml_and_persistence_keep_the_word() -> None:
     query = SavedQuery(("q",), "q", threshold="comprehensive")
-    doc = tomllib.loads(query_toml(query, effective_threshold("comprehensive", None, 0.5),
-                                   0.5).decode())
+    doc = tomllib.loads(query_toml(query, explain_one(query, 0.5)).decode())
     assert doc["threshold"] == "comprehensive" and doc["preset"] == "comprehensive"
     assert doc["effective_threshold"] == 0.44
     assert _query_from_toml(_query_to_toml(query)).threshold == "comprehensive"

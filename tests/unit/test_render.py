@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from kg_fuse.client.models import ConceptDetail, ConceptHit, Evidence, Relationship
 from kg_fuse.fs.queries import SavedQuery
-from kg_fuse.fs.render import concept_markdown, query_toml
-from kg_fuse.fs.threshold import AutoAdjustment, effective_threshold, floor_adjust
+from kg_fuse.fs.render import concept_markdown
+from kg_fuse.fs.status import query_toml
+from kg_fuse.fs.threshold import AutoAdjustment, floor_adjust
+from tests.unit.explain import explain_one
 
 HOSTILE = [
     'say "hi"',
@@ -142,8 +144,7 @@ def test_markdown_with_lone_surrogate_label_is_utf8(label):
 
 
 def render_toml(query: SavedQuery, default: float | None) -> dict:
-    eff = effective_threshold(query.threshold, query.auto_adjusted, default)
-    return tomllib.loads(query_toml(query, eff, default).decode("utf-8"))
+    return tomllib.loads(query_toml(query, explain_one(query, default)).decode("utf-8"))
 
 
 @pytest.mark.parametrize("text", HOSTILE + ["nul\0", '"""', "'''", "[table]", "a = 1"])

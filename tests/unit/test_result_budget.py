@@ -1,11 +1,16 @@
-"""Listings are kept within a byte budget: the least recently used one is evicted first,
-and its eviction is announced (the kernel must forget its names)."""
+"""One state per query, dropped in one place: listings are kept within a byte budget
+(the least recently used dropped first, announced so the kernel forgets their names);
+``rmdir`` drops everything about a query; the kernel forgetting a query's directory drops
+what the next listing rebuilds and keeps what the user wrote."""
 
 from __future__ import annotations
 
+import pytest
+
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.fs.plan import Level, QueryPlan
-from kg_fuse.fs.results import ResultFile, ResultSet, _Listings
+from kg_fuse.fs.query_state import Drop, QueryStates
+from kg_fuse.fs.results import ResultFile, ResultSet
 
 
 def listing(files: int, size: int) -> ResultSet:
@@ -17,19 +22,54 @@ def listing(files: int, size: int) -> ResultSet:
     return result_set
 
 
-def test_the_least_recently_used_listing_goes_first_and_is_announced() -> None:
-    evicted: list[str] = []
-    one = listing(10, 1000)
-    cache = _Listings(budget=int(one.nbytes * 3.5), on_evict=lambda k, _: evicted.append(k))
+@pytest.fixture
+def states() -> QueryStates:
+    return QueryStates(budget=int(listing(10, 1000).nbytes * 3.5))
+
+
+def test_the_least_recently_used_listing_goes_first_and_is_announced(states) -> None:
+    announced: list[str] = []
+    states.on_stale = lambda key, _: announced.append(key)
     for key in "abc":
-        cache[key] = listing(10, 1000)
-    assert cache.get("a") is not None  # "a" is now the most recently used
-    cache["d"] = listing(10, 1000)
-    assert evicted == ["b"]
-    assert set(cache) == {"a", "c", "d"}
-    assert cache.currsize <= cache.maxsize
+        states.store(states.get(key), listing(10, 1000))
+    assert states.listing("a") is not None  # "a" is now the most recently used
+    states.store(states.get("d"), listing(10, 1000))
+    assert announced == ["b"]
+    assert states.listing("b") is None and states.find("b") is not None  # names kept
+    assert {k for k in "abcd" if states.listing(k) is not None} == {"a", "c", "d"}
+    assert states.nbytes <= listing(10, 1000).nbytes * 3.5
 
 
 def test_the_size_counts_the_bodies() -> None:
     assert listing(10, 5000).nbytes >= 50_000
     assert listing(10, 5000).nbytes < listing(10, 10_000).nbytes
+
+
+def test_rmdir_drops_the_whole_state_and_frees_its_budget(states) -> None:
+    state = states.get("q")
+    state.names.name_for("c1", "Label")
+    state.scratch["threshold.swp"] = bytearray(b"0.5")
+    state.meta_mtimes[""] = 123
+    states.store(state, listing(10, 1000))
+    states.drop("q", Drop.REMOVED)
+    assert states.find("q") is None and states.nbytes == 0
+    fresh = states.get("q")  # a new query of the same name starts empty
+    assert not fresh.scratch and not fresh.meta_mtimes and fresh.listing is None
+
+
+def test_a_forgotten_query_drops_its_listing_and_keeps_names_and_mtimes(states) -> None:
+    announced: list[str] = []
+    states.on_stale = lambda key, _: announced.append(key)
+    state = states.get("q")
+    state.names.name_for("c1", "Label")
+    state.mtimes["c1"] = (b"digest", 5)
+    state.scratch["threshold.swp"] = bytearray(b"0.5")
+    state.meta_mtimes["threshold"] = 123
+    states.store(state, listing(10, 1000))
+    states.drop("q", Drop.FORGOTTEN)
+    assert states.listing("q") is None and states.nbytes == 0
+    assert state.mtimes == {"c1": (b"digest", 5)}  # the next listing keeps them
+    assert state.names.name_for("c2", "Label") != "Label.concept.md"
+    assert state.scratch == {"threshold.swp": bytearray(b"0.5")}
+    assert state.meta_mtimes == {"threshold": 123}
+    assert announced == []  # the kernel holds none of its names: nothing to tell it

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kg_fuse.fs.queries import SavedQuery
-from kg_fuse.fs.render import threshold_file
+from kg_fuse.fs.status import threshold_file
 from kg_fuse.fs.threshold import (
     AutoAdjustment,
     InvalidThreshold,
@@ -16,6 +16,7 @@ from kg_fuse.fs.threshold import (
     floor_adjust,
     parse_threshold_file,
 )
+from tests.unit.explain import explain_one
 
 unit_interval = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 
@@ -175,9 +176,7 @@ def test_any_threshold_written_plainly_parses_to_itself(value):
 
 
 def _render(query: SavedQuery, default: float | None) -> bytes:
-    return threshold_file(
-        query, effective_threshold(query.threshold, query.auto_adjusted, default), default
-    )
+    return threshold_file(query, explain_one(query, default))
 
 
 @pytest.mark.parametrize("default", [0.47, None])

@@ -1,0 +1,174 @@
+"""Everything the mount holds about one saved query, in one object, dropped in one place.
+
+A ``QueryState`` is made on first use of a query and holds what the mount knows about it
+beyond its saved settings: the current listing, the names and mtimes its result files
+keep across refreshes, the single-flight lock and the last failed fetch, the error
+``.meta/status`` shows, the mtimes of its directory and control files, and editors'
+scratch files in its ``.meta``.
+
+``QueryStates.drop`` is the only way anything leaves, for one of three reasons:
+
+- ``REMOVED`` (``rmdir``): the whole state goes;
+- ``FORGOTTEN`` (the kernel forgot the query's directory, so it holds nothing below it:
+  a child's dentry pins its parent): the listing (its rendered bodies, the bulk) and the
+  negative cache go; the next ``ls`` fetches again, and its files keep their names and
+  mtimes (kept: a few hundred bytes a result), as do scratch files and settings' mtimes;
+- ``BUDGET`` (the listings' LRU byte budget, ``SETS_BUDGET``): only the listing goes.
+
+Freed heap pages are handed back to the system (``give_memory_back``) at once after a
+large drop, and by the poller after smaller ones.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+from cachetools import LRUCache
+
+from kg_fuse.fs.kernel import give_memory_back
+from kg_fuse.fs.names import NameRegistry
+
+if TYPE_CHECKING:
+    from kg_fuse.client import errors
+    from kg_fuse.fs.plan import QueryPlan
+    from kg_fuse.fs.results import ResultSet
+
+log = logging.getLogger(__name__)
+
+SETS_BUDGET = 32 * 2**20  # bytes of rendered listings kept (about 25k result files)
+TRIM_AFTER_BYTES = 4 * 2**20  # listing bytes dropped between two heap trims
+
+
+class Drop(enum.Enum):
+    REMOVED = "removed"
+    FORGOTTEN = "forgotten by the kernel"
+    BUDGET = "byte budget"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The last failed fetch: callers within ``retry_after`` get it without waiting."""
+
+    at: float
+    plan: QueryPlan
+    error: errors.KgError
+
+
+@dataclass(eq=False)
+class QueryState:
+    key: str
+    listing: ResultSet | None = None
+    names: NameRegistry = field(default_factory=NameRegistry)
+    # concept id -> (digest of its body, mtime): a result keeps its mtime while its
+    # content is unchanged, even if it left the listing meanwhile
+    mtimes: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    failure: Failure | None = None
+    fetch_error: str | None = None  # why the last fetch for .meta/status failed
+    # when the directory (key "") and each writable control file (its kind) last changed
+    meta_mtimes: dict[str, int] = field(default_factory=dict)
+    scratch: dict[str, bytearray] = field(default_factory=dict)
+
+    def forget_fetched(self) -> None:
+        """Drop what the next listing fetches again."""
+        self.listing = None
+        self.failure = None
+        self.fetch_error = None
+
+
+# Called with a listing that is no longer current or kept (its names may have changed).
+StaleListener = Callable[[str, "ResultSet"], None]
+
+
+class _Budget(LRUCache):
+    """Listings by query key, the least recently used dropped past the byte budget."""
+
+    def __init__(self, budget: int, on_evict: Callable[[str], None]) -> None:
+        super().__init__(maxsize=budget, getsizeof=lambda rs: max(rs.nbytes, 1))
+        self._on_evict = on_evict
+
+    def popitem(self) -> tuple[str, ResultSet]:
+        key, value = super().popitem()
+        self._on_evict(key)
+        return key, value
+
+
+class QueryStates:
+    """The states of all queries in use, and the one place they are dropped."""
+
+    def __init__(self, budget: int = SETS_BUDGET) -> None:
+        self._states: dict[str, QueryState] = {}
+        self._budget = _Budget(budget, self._over_budget)
+        self.on_stale: StaleListener | None = None
+        self._dropped_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __iter__(self) -> Iterator[QueryState]:
+        return iter(list(self._states.values()))
+
+    def get(self, key: str) -> QueryState:
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = QueryState(key)
+        return state
+
+    def find(self, key: str) -> QueryState | None:
+        return self._states.get(key)
+
+    def listing(self, key: str) -> ResultSet | None:
+        state = self._states.get(key)
+        if state is None or state.listing is None:
+            return None
+        self._budget.get(key)  # a use: most recently used
+        return state.listing
+
+    def store(self, state: QueryState, listing: ResultSet) -> None:
+        state.listing = listing
+        self._budget[state.key] = listing  # may drop others (never this one: it is newest)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._budget.currsize)
+
+    def _over_budget(self, key: str) -> None:
+        self.drop(key, Drop.BUDGET, from_budget=True)
+
+    def drop(self, key: str, why: Drop, from_budget: bool = False) -> None:
+        """The one eviction (see the module's docstring for what each reason drops)."""
+        state = self._states.get(key)
+        if state is None:
+            return
+        listing = state.listing
+        if not from_budget:
+            self._budget.pop(key, None)
+        if why is Drop.BUDGET:
+            state.listing = None
+        elif why is Drop.FORGOTTEN:
+            state.forget_fetched()
+        else:
+            del self._states[key]
+        if listing is not None:
+            log.debug("listing of %r dropped (%s)", key, why.value)
+            if why is not Drop.FORGOTTEN and self.on_stale is not None:
+                self.on_stale(key, listing)  # the kernel forgets its names
+            self._dropped(listing.nbytes)
+
+    def _dropped(self, nbytes: int) -> None:
+        self._dropped_bytes += nbytes
+        if self._dropped_bytes >= TRIM_AFTER_BYTES:
+            self.trim()
+
+    def trim(self) -> None:
+        """Hand the heap pages freed by drops since the last trim back to the system
+        (glibc keeps them otherwise): at once after a large drop, and from the poller
+        for the rest."""
+        if self._dropped_bytes:
+            self._dropped_bytes = 0
+            give_memory_back()

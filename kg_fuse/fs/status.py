@@ -1,0 +1,268 @@
+"""What the ``.meta`` files show: ``threshold``, ``query.toml`` and ``status``.
+
+Pure functions of the saved query, its ``ThresholdExplanation`` (every threshold that
+filters its listing, and where each comes from) and its listing, so they are tested
+without a mount. ``status`` is ``key: value`` lines; for a nested query or one with
+union/exclude terms it shows one line per level and term, and a ``filtered by`` line
+naming the level that removed the query's own matches (an empty nested listing says
+which enclosing threshold emptied it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+import tomli_w
+
+from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml, scope_of
+from kg_fuse.fs.threshold import (
+    PRESET_OFFSETS,
+    FilterLevel,
+    Role,
+    ThresholdExplanation,
+    describe_default,
+    describe_source,
+    preset_value,
+)
+
+if TYPE_CHECKING:
+    from kg_fuse.fs.plan import LevelCount
+    from kg_fuse.fs.results import ResultSet
+
+
+def format_threshold(value: float) -> str:
+    """The shortest text that reads back as exactly this value (so an unchanged save
+    from an editor never alters it)."""
+    return repr(float(value))
+
+
+def _fmt(value: float | None) -> str:
+    return "unknown (server not reached yet)" if value is None else format_threshold(value)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _stored(query: SavedQuery) -> str:
+    """The value line: 'inherit', a preset word, or the number."""
+    if query.threshold is None:
+        return "inherit"
+    if isinstance(query.threshold, str):
+        return query.threshold
+    return format_threshold(query.threshold)
+
+
+def _presets_line(server_default: float | None) -> str:
+    values = ", ".join(
+        f"{word} = {_fmt(preset_value(word, server_default))}"
+        f" ({'+' if offset > 0 else '-'}{abs(offset):.2f})"
+        for word, offset in PRESET_OFFSETS.items())
+    return f"# Presets follow the server default: {values}; standard = inherit."
+
+
+NOISE_WARNING = ("comprehensive is below the server default, i.e. below the calibrated "
+                 "noise floor: results under the default may be noise")
+
+
+def _label(level: FilterLevel, index: int) -> str:
+    """'level 1' / 'union "term"' / 'exclude "term"': a status line's key."""
+    if level.role in (Role.UNION, Role.EXCLUDE):
+        return f"{level.role.name.lower()} {_one_line(level.text)!r}"
+    return f"level {index + 1}"
+
+
+def _level_line(level: FilterLevel, explanation: ThresholdExplanation) -> str:
+    """'0.55 for 'gzip' (enclosing query gzip): server default 0.55 (from ...)'."""
+    where = level.role.value
+    if level.role is Role.ENCLOSING:
+        where += f" {level.owner}"
+    return (f"{_fmt(level.effective.value)} for {_one_line(level.text)!r} ({where}): "
+            f"{describe_source(level, explanation.default)}")
+
+
+def level_lines(explanation: ThresholdExplanation,
+                counts: tuple[LevelCount, ...] = ()) -> list[tuple[str, str]]:
+    """One (key, text) per level and term, with what each did to the last listing."""
+    out = []
+    for index, level in enumerate(explanation.levels):
+        text = _level_line(level, explanation)
+        if len(counts) == len(explanation.levels):
+            count = counts[index]
+            text += f"; {count.matches} matches"
+            if level.role is Role.ENCLOSING:
+                text += f", {count.changed} of this query's own matches not among them"
+            elif level.role is Role.UNION:
+                text += f", {count.changed} added"
+            elif level.role is Role.EXCLUDE:
+                text += f", {count.changed} removed"
+        out.append((_label(level, index), text))
+    return out
+
+
+def filtered_by(explanation: ThresholdExplanation, counts: tuple[LevelCount, ...]
+                ) -> str | None:
+    """Which threshold emptied or thinned the listing: the enclosing level that removed
+    the most of the query's own matches, or the query's own threshold."""
+    chain = explanation.chain
+    if len(counts) != len(explanation.levels):
+        return None
+    own_count = counts[len(chain) - 1]
+    if own_count.matches == 0:
+        own = explanation.own
+        return (f"this query's threshold {_fmt(own.effective.value)} "
+                f"({own.effective.described}): nothing reaches it")
+    worst = max(range(len(chain) - 1), key=lambda i: counts[i].changed, default=None)
+    if worst is None or counts[worst].changed == 0:
+        return None
+    level = chain[worst]
+    removed = counts[worst].changed
+    verdict = ("none of" if removed == own_count.matches else f"{removed} of")
+    return (f"level {worst + 1}, the enclosing query {level.owner!r} at "
+            f"{_fmt(level.effective.value)} ({level.effective.described}): {verdict} this "
+            f"query's {own_count.matches} matches reach it")
+
+
+def threshold_file(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:
+    """``.meta/threshold``: explanatory comments, then ``inherit``, a preset or the number.
+
+    The server default appears only in comments, so saving the file unchanged from an
+    editor keeps an inheriting query inheriting (and a preset a preset).
+    """
+    effective, default = explanation.own.effective, explanation.default.value
+    lines = [
+        "# Minimum similarity (0..1) a concept needs to be listed in this query.",
+        "# Write a number in [0, 1] to override it for this query only; write 'inherit'",
+        "# (or 'default', or empty the file) to use the server's default; or write a",
+        "# preset: exact, standard or comprehensive.",
+        _presets_line(default),
+        f"# Server default: {_fmt(default)}",
+        f"# Effective threshold: {_fmt(effective.value)} ({effective.described})",
+    ]
+    for level in explanation.chain[:-1]:
+        lines.append(f"# Also filtered by the enclosing query {level.owner!r}: "
+                     f"{_fmt(level.effective.value)} ({level.effective.described})")
+    if effective.may_list_noise:
+        lines.append(f"# Warning: {NOISE_WARNING}.")
+    adj = query.auto_adjusted
+    if adj is not None:
+        to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
+        lines.append(
+            f"# Auto-adjusted at creation: {_fmt(adj.from_value)} found nothing; the server "
+            f"suggested {_fmt(adj.suggested)}, floored at the default "
+            f"{_fmt(adj.server_default)} -> {to}"
+        )
+    lines.append(_stored(query))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _level_toml(level: FilterLevel, explanation: ThresholdExplanation) -> dict[str, Any]:
+    doc: dict[str, Any] = {"role": level.role.value, "query": level.text,
+                           "owner": level.owner, "source": level.effective.source.value}
+    if level.effective.value is not None:
+        doc["threshold"] = level.effective.value
+    if level.effective.preset:
+        doc["preset"] = level.effective.preset
+    doc["explained"] = describe_source(level, explanation.default)
+    return doc
+
+
+def query_toml(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:
+    """``.meta/query.toml``: everything about the query, as valid TOML; ``levels`` lists
+    every threshold that filters its listing (enclosing queries first, then itself, then
+    union and exclude terms)."""
+    effective, default = explanation.own.effective, explanation.default
+    doc: dict[str, Any] = {
+        "name": query.name,
+        "query": query.text,
+        "threshold": "inherit" if query.threshold is None else query.threshold,
+        **({"preset": effective.preset} if effective.preset else {}),
+        "threshold_source": effective.source.value,
+        "created_at": query.created_at,
+    }
+    if effective.value is not None:
+        doc["effective_threshold"] = effective.value
+    if default.value is not None:
+        doc["server_default_last_seen"] = default.value
+        doc["server_default_learned"] = describe_default(default)
+    doc["auto_adjusted"] = query.auto_adjusted is not None
+    doc["limit"] = query.effective_limit
+    doc["exclude"] = list(query.exclude)
+    doc["union"] = list(query.union)
+    scope = scope_of(query.path)
+    if scope is not None:
+        doc["ontology"] = scope
+    if query.parent_key is not None:
+        doc["parent"] = query.parent_key
+    if query.auto_adjusted is not None:
+        doc["auto_adjustment"] = adjustment_to_toml(query.auto_adjusted)
+    if query.links:
+        doc["links"] = [{"name": k.name, "target": k.target, "ontology": k.ontology}
+                        for k in query.links]
+    doc["levels"] = [_level_toml(level, explanation) for level in explanation.levels]
+    return tomli_w.dumps(doc).encode("utf-8")
+
+
+def _when(wall: float) -> str:
+    return dt.datetime.fromtimestamp(wall, dt.UTC).replace(microsecond=0).isoformat()
+
+
+def status_file(query: SavedQuery, explanation: ThresholdExplanation,
+                results: ResultSet | None, problem: str | None) -> bytes:
+    """``.meta/status``: why the directory looks the way it does, as ``key: value`` lines."""
+    effective = explanation.own.effective
+    lines = [
+        f"query: {_one_line(query.text)}",
+        f"effective threshold: {_fmt(effective.value)} ({effective.described})",
+        f"server default: {describe_default(explanation.default)}",
+    ]
+    if effective.may_list_noise:
+        lines.append(f"warning: {NOISE_WARNING}")
+    if query.auto_adjusted is not None:
+        adj = query.auto_adjusted
+        to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
+        lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
+    counts = results.levels if results is not None else ()
+    if len(explanation.levels) > 1:
+        lines.append(f"thresholds: {len(explanation.chain)} level(s); a concept is listed "
+                     "only when it reaches every level's threshold")
+    lines += [f"{key}: {text}" for key, text in level_lines(explanation, counts)]
+    lines.append(f"limit: {query.effective_limit}")
+    if query.links:
+        lines.append("linked ontologies: " + ", ".join(k.ontology for k in query.links))
+    if results is None:
+        lines.append("results: not fetched")
+    else:
+        lines += _results_lines(results, explanation, stale=problem is not None)
+    if problem:
+        lines.append(f"error: {_one_line(problem)}")
+    return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
+
+
+def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale: bool
+                   ) -> list[str]:
+    response = results.response
+    freshness = "stale: server unavailable" if results.stale or stale else "fresh"
+    lines = [
+        f"results: {len(results.files)}",
+        f"fetched: {_when(results.fetched_wall)} ({freshness})",
+        f"threshold used by the server: {format_threshold(response.threshold_used)}",
+    ]
+    culprit = filtered_by(explanation, results.levels)
+    if culprit is not None:
+        lines.append(f"filtered by: {culprit}")
+    if response.below_threshold_count is not None:
+        lines.append(f"below threshold: {response.below_threshold_count}")
+    if response.suggested_threshold is not None:
+        lines.append(f"suggested threshold: {format_threshold(response.suggested_threshold)}")
+    if response.top_match is not None:
+        top = response.top_match
+        lines.append(f"best near miss: {_one_line(top.label)} ({top.score:.4f})")
+    if not results.files and response.suggested_threshold is not None:
+        lines.append(
+            "hint: nothing reached the threshold; write "
+            f"{format_threshold(response.suggested_threshold)} to .meta/threshold to see "
+            "the near misses (below the server default they may be noise)"
+        )
+    return lines

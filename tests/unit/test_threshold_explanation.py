@@ -1,0 +1,134 @@
+"""One function answers "which thresholds filter this listing, and why": every level of a
+nested query, union and exclude terms, each with its source; the search plan and the
+``.meta`` files use that one answer."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.credentials import Credentials
+from kg_fuse.client.models import SearchResponse
+from kg_fuse.fs.plan import LevelCount
+from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreState, _query_from_toml
+from kg_fuse.fs.results import ResultSet
+from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.threshold import (
+    AutoAdjustment,
+    DefaultOrigin,
+    Role,
+    ThresholdSource,
+    describe_source,
+    explain_thresholds,
+)
+
+ADMIN = DefaultOrigin(0.5, "the admin endpoint", 1_700_000_000.0)
+PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", threshold=0.7)
+CHILD = SavedQuery(("compress data with gzip", "read"), "read")
+
+
+def status(query: SavedQuery, explanation, counts: tuple[LevelCount, ...]) -> dict[str, str]:
+    response = SearchResponse(query.text, (), 0.5, None, None, None)
+    listing = ResultSet(None, response, 0.0, 0.0, levels=counts)  # type: ignore[arg-type]
+    text = status_file(query, explanation, listing, None).decode()
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+def test_every_level_of_a_nested_query_is_explained_with_its_source() -> None:
+    explained = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    parent, child = explained.levels
+    assert (parent.role, parent.owner, parent.effective.value) == (
+        Role.ENCLOSING, "compress data with gzip", 0.7)
+    assert parent.effective.source is ThresholdSource.OVERRIDE
+    assert (child.role, child.effective.value) == (Role.OWN, 0.5)
+    assert child.effective.source is ThresholdSource.SERVER_DEFAULT
+    assert explained.own is child
+    source = describe_source(child, ADMIN)
+    assert source.startswith("server default 0.5 (from the admin endpoint, 2023-11-14T")
+    assert describe_source(parent, ADMIN) == "own value"
+
+
+def test_union_and_exclude_terms_are_searched_at_the_query_s_own_threshold() -> None:
+    query = SavedQuery(("q",), "q", threshold="exact", union=("u",), exclude=("x",))
+    explained = explain_thresholds([query], query.union, query.exclude, ADMIN)
+    assert [lv.role for lv in explained.levels] == [Role.OWN, Role.UNION, Role.EXCLUDE]
+    assert {lv.effective.value for lv in explained.levels} == {0.6}
+    assert describe_source(explained.levels[1], ADMIN) == (
+        "searched at this query's threshold: preset exact (server default + 0.10)")
+
+
+def test_the_stored_auto_adjustment_is_the_source_not_a_float_comparison() -> None:
+    adjusted = AutoAdjustment(0.95, 0.6, 0.6, 0.5)
+    query = SavedQuery(("q",), "q", threshold=0.6, auto_adjusted=adjusted)
+    level = explain_thresholds([query], (), (), ADMIN).own
+    assert level.effective.source is ThresholdSource.AUTO_ADJUSTED
+    assert "auto-adjusted at creation from 0.95 to 0.6" in describe_source(level, ADMIN)
+    back = SavedQuery(("q",), "q", auto_adjusted=AutoAdjustment(0.95, None, 0.4, 0.5))
+    level = explain_thresholds([back], (), (), ADMIN).own
+    assert level.effective.source is ThresholdSource.SERVER_DEFAULT
+    assert "auto-adjusted at creation from 0.95 to inherit" in describe_source(level, ADMIN)
+    assert query.with_threshold(0.6).auto_adjusted is None  # a later write: own value
+
+
+def test_a_record_that_no_longer_matches_the_stored_threshold_is_dropped_on_load() -> None:
+    raw = {"path": ["q"], "text": "q", "threshold": 0.8,
+           "auto_adjusted": {"from": 0.95, "to": 0.6, "suggested": 0.6, "server_default": 0.5}}
+    assert _query_from_toml(raw).auto_adjusted is None
+    raw["threshold"] = 0.6
+    assert _query_from_toml(raw).auto_adjusted == AutoAdjustment(0.95, 0.6, 0.6, 0.5)
+
+
+def test_status_of_an_empty_nested_query_names_the_parent_threshold_as_the_filter() -> None:
+    explained = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    counts = (LevelCount("level", PARENT.text, 12, 40), LevelCount("level", CHILD.text, 40))
+    lines = status(CHILD, explained, counts)
+    assert lines["filtered by"] == ("level 1, the enclosing query 'compress data with gzip' "
+                                    "at 0.7 (override): none of this query's 40 matches "
+                                    "reach it")
+    assert lines["level 1"].startswith("0.7 for 'compress data with gzip' (enclosing query")
+    assert "12 matches, 40 of this query's own matches not among them" in lines["level 1"]
+    assert lines["level 2"].startswith("0.5 for 'read' (this query): server default 0.5")
+    assert lines["effective threshold"] == "0.5 (server default)"
+
+
+def test_status_names_the_own_threshold_when_nothing_reaches_it() -> None:
+    explained = explain_thresholds([CHILD], (), (), ADMIN)
+    lines = status(CHILD, explained, (LevelCount("level", CHILD.text, 0),))
+    assert lines["filtered by"] == ("this query's threshold 0.5 (server default): "
+                                    "nothing reaches it")
+
+
+def test_union_and_exclude_effects_show_in_the_status() -> None:
+    query = SavedQuery(("q",), "q", union=("u",), exclude=("x",))
+    explained = explain_thresholds([query], query.union, query.exclude, ADMIN)
+    counts = (LevelCount("level", "q", 10), LevelCount("union", "u", 5, 3),
+              LevelCount("exclude", "x", 7, 2))
+    lines = status(query, explained, counts)
+    assert lines["union 'u'"].endswith("; 5 matches, 3 added")
+    assert lines["exclude 'x'"].endswith("; 7 matches, 2 removed")
+    assert "filtered by" not in lines
+
+
+def test_query_toml_and_threshold_file_show_each_level() -> None:
+    explained = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    doc = tomllib.loads(query_toml(CHILD, explained).decode())
+    assert [(lv["role"], lv["threshold"], lv["source"]) for lv in doc["levels"]] == [
+        ("enclosing query", 0.7, "override"), ("this query", 0.5, "server default")]
+    assert doc["server_default_learned"].startswith("0.5 (from the admin endpoint")
+    text = threshold_file(CHILD, explained).decode()
+    assert ("# Also filtered by the enclosing query 'compress data with gzip': 0.7 "
+            "(override)") in text
+    assert text.splitlines()[-1] == "inherit"
+
+
+def test_the_plan_searches_each_level_at_its_explained_threshold(tmp_path: Path) -> None:
+    state = StoreState({q.key: q for q in (PARENT, CHILD)}, server_default_seen=0.5)
+    client = KgApiClient("http://127.0.0.1:9", Credentials("id", "secret", "test"))
+    service = QueryService(client, QueryStore(tmp_path), state)
+    plan = service.plan(CHILD)
+    explained = service.explain(CHILD)
+    assert [lv.min_similarity for lv in plan.levels] == [
+        lv.effective.min_similarity for lv in explained.chain] == [0.7, None]
+    assert explained.default.how == "saved by an earlier mount"

@@ -34,6 +34,9 @@ from bench import WORDS, drop_caches, inode_table, rss_kib, settle, table  # noq
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.mount import Mount, fuse_available  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
+from tests.helpers.store import built_store  # noqa: E402
+
+STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"  # the test suite's built store
 
 
 def settled_rss(pid: int, seconds: float = 2.0) -> int:
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = opts.workdir or Path(tempfile.mkdtemp(prefix="kg-fuse-memory-"))
     workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)
-    server = KGServer(workdir / "server", modules=SMALL_TEST_MODULES)
+    server = KGServer(workdir / "server", modules=SMALL_TEST_MODULES,
+                      seed=built_store(STORE_CACHE))
     if opts.port:
         server.port = opts.port
     try:

@@ -72,8 +72,10 @@ class ResultSet:
 
 def _detail_size(item: tuple[float, ConceptDetail]) -> int:
     detail = item[1]
-    return 300 + len(detail.description) + sum(
-        200 + len(e.quote) for e in detail.evidence) + 150 * len(detail.relationships)
+    return 300 + len(detail.description) + len(detail.signature) + sum(
+        200 + len(e.quote) + len(e.full_text) + len(e.filename or "") + len(e.document)
+        for e in detail.evidence) + sum(
+        150 + len(r.to_label) + len(r.to_id) for r in detail.relationships)
 
 
 # Called with (query key, the previous set or None, the new set) after each refresh.

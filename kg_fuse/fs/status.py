@@ -74,12 +74,14 @@ def _label(level: FilterLevel, index: int) -> str:
 
 
 def _level_line(level: FilterLevel, explanation: ThresholdExplanation) -> str:
-    """'0.55 for 'gzip' (enclosing query gzip): server default 0.55 (from ...)'."""
-    where = level.role.value
+    """"0.55 (server default) for 'gzip', the enclosing query 'gzip'"."""
+    head = (f"{_fmt(level.effective.value)} "
+            f"({describe_source(level, explanation.default, origin=False)})")
     if level.role is Role.ENCLOSING:
-        where += f" {level.owner}"
-    return (f"{_fmt(level.effective.value)} for {_one_line(level.text)!r} ({where}): "
-            f"{describe_source(level, explanation.default)}")
+        return f"{head} for {_one_line(level.text)!r}, the enclosing query {level.owner!r}"
+    if level.role is Role.OWN:
+        return f"{head} for {_one_line(level.text)!r}, this query"
+    return f"{head}, this query's threshold"
 
 
 def level_lines(explanation: ThresholdExplanation,
@@ -92,7 +94,7 @@ def level_lines(explanation: ThresholdExplanation,
             count = counts[index]
             text += f"; {count.matches} matches"
             if level.role is Role.ENCLOSING:
-                text += f", {count.changed} of this query's own matches not among them"
+                text += f", {count.changed} of this query's matches not among them"
             elif level.role is Role.UNION:
                 text += f", {count.changed} added"
             elif level.role is Role.EXCLUDE:
@@ -112,7 +114,8 @@ def filtered_by(explanation: ThresholdExplanation, counts: tuple[LevelCount, ...
     if own_count.matches == 0:
         own = explanation.own
         return (f"this query's threshold {_fmt(own.effective.value)} "
-                f"({own.effective.described}): nothing reaches it")
+                f"({own.effective.described}): no concept matches "
+                f"{_one_line(own.text)!r} at it")
     worst = max(range(len(chain) - 1), key=lambda i: counts[i].changed, default=None)
     if worst is None or counts[worst].changed == 0:
         return None

@@ -255,19 +255,18 @@ def describe_default(default: DefaultOrigin) -> str:
     return _number(default.value) + (f" (from {', '.join(origin)})" if origin else "")
 
 
-def describe_source(level: FilterLevel, default: DefaultOrigin) -> str:
-    """Where a level's threshold comes from, in words."""
+def describe_source(level: FilterLevel, default: DefaultOrigin, origin: bool = True) -> str:
+    """Where a level's threshold comes from, in words (``origin``: with how and when the
+    server default was learned)."""
     effective, adj = level.effective, level.adjustment
     if effective.preset is not None:
         offset = PRESET_OFFSETS[effective.preset]
-        text = (f"preset {effective.preset} (server default "
-                f"{'+' if offset > 0 else '-'} {abs(offset):.2f})")
+        text = (f"preset {effective.preset}: server default "
+                f"{'+' if offset > 0 else '-'} {abs(offset):.2f}")
     elif effective.source is ThresholdSource.SERVER_DEFAULT:
-        text = f"server default {describe_default(default)}"
+        text = f"server default {describe_default(default)}" if origin else "server default"
     else:
         text = "own value"
-    if level.role in (Role.UNION, Role.EXCLUDE):
-        text = f"searched at this query's threshold: {text}"
     if adj is not None:
         to = "inherit" if adj.to_value is None else _number(adj.to_value)
         text += (f"; auto-adjusted at creation from {_number(adj.from_value)} to {to} "

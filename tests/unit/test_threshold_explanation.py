@@ -55,8 +55,7 @@ def test_union_and_exclude_terms_are_searched_at_the_query_s_own_threshold() -> 
     explained = explain_thresholds([query], query.union, query.exclude, ADMIN)
     assert [lv.role for lv in explained.levels] == [Role.OWN, Role.UNION, Role.EXCLUDE]
     assert {lv.effective.value for lv in explained.levels} == {0.6}
-    assert describe_source(explained.levels[1], ADMIN) == (
-        "searched at this query's threshold: preset exact (server default + 0.10)")
+    assert describe_source(explained.levels[1], ADMIN) == "preset exact: server default + 0.10"
 
 
 def test_the_stored_auto_adjustment_is_the_source_not_a_float_comparison() -> None:
@@ -87,9 +86,11 @@ def test_status_of_an_empty_nested_query_names_the_parent_threshold_as_the_filte
     assert lines["filtered by"] == ("level 1, the enclosing query 'compress data with gzip' "
                                     "at 0.7 (override): none of this query's 40 matches "
                                     "reach it")
-    assert lines["level 1"].startswith("0.7 for 'compress data with gzip' (enclosing query")
-    assert "12 matches, 40 of this query's own matches not among them" in lines["level 1"]
-    assert lines["level 2"].startswith("0.5 for 'read' (this query): server default 0.5")
+    assert lines["level 1"] == ("0.7 (own value) for 'compress data with gzip', the "
+                                "enclosing query 'compress data with gzip'; 12 matches, 40 "
+                                "of this query's matches not among them")
+    assert lines["level 2"] == "0.5 (server default) for 'read', this query; 40 matches"
+    assert lines["server default"].startswith("0.5 (from the admin endpoint, 2023-11-14T")
     assert lines["effective threshold"] == "0.5 (server default)"
 
 
@@ -97,7 +98,7 @@ def test_status_names_the_own_threshold_when_nothing_reaches_it() -> None:
     explained = explain_thresholds([CHILD], (), (), ADMIN)
     lines = status(CHILD, explained, (LevelCount("level", CHILD.text, 0),))
     assert lines["filtered by"] == ("this query's threshold 0.5 (server default): "
-                                    "nothing reaches it")
+                                    "no concept matches 'read' at it")
 
 
 def test_union_and_exclude_effects_show_in_the_status() -> None:
@@ -106,7 +107,8 @@ def test_union_and_exclude_effects_show_in_the_status() -> None:
     counts = (LevelCount("level", "q", 10), LevelCount("union", "u", 5, 3),
               LevelCount("exclude", "x", 7, 2))
     lines = status(query, explained, counts)
-    assert lines["union 'u'"].endswith("; 5 matches, 3 added")
+    assert lines["union 'u'"] == ("0.5 (server default), this query's threshold; "
+                                  "5 matches, 3 added")
     assert lines["exclude 'x'"].endswith("; 7 matches, 2 removed")
     assert "filtered by" not in lines
 

@@ -32,6 +32,13 @@ from tests.helpers.store import copy_store
 CORE_DIR = Path(__file__).parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fresh_server: the test changes the server, so it "
+                                       "gets its own copy of the store")
+    config.addinivalue_line("markers", "mount_options(**fields): MountOptions for the "
+                                       "core fixture (e.g. allow_ontology_delete=True)")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if CORE_DIR in item.path.parents:
@@ -46,26 +53,43 @@ def embedder() -> Embedder:
     return model
 
 
-@pytest.fixture
-def server_app(small_store: Path, embedder: Embedder, tmp_path: Path) -> Iterator[ServerApp]:
-    """A fresh server over a copy of the built store: the test may change anything."""
-    store = Store(copy_store(small_store, tmp_path / "server" / "kg.sqlite3"))
+def _start_app(small_store: Path, embedder: Embedder, root: Path) -> Iterator[ServerApp]:
+    store = Store(copy_store(small_store, root / "server" / "kg.sqlite3"))
     graph = KnowledgeGraph(store, embedder)
     try:
         # what ``kg-fuse serve`` does at start: check the store (nothing to build), load
         graph.prepare(corpus="stdlib", modules=list(SMALL_TEST_MODULES), progress=False)
-        credentials = ensure_credentials(store, tmp_path / "server-credentials.json",
-                                         API_URL)
+        credentials = ensure_credentials(store, root / "server-credentials.json", API_URL)
         yield ServerApp(create_app(graph, token_ttl(None)), graph, credentials)
     finally:
         store.close()
 
 
+@pytest.fixture(scope="session")
+def shared_app(small_store: Path, embedder: Embedder,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerApp]:
+    """One server app for the tests that leave the server as they found it."""
+    yield from _start_app(small_store, embedder, tmp_path_factory.mktemp("core-server"))
+
+
 @pytest.fixture
-async def core(server_app: ServerApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-               ) -> AsyncIterator[Core]:
-    """The filesystem's parts as a mount assembles them, on ``server_app``."""
-    options = mount_options()
+def server_app(request: pytest.FixtureRequest, small_store: Path, embedder: Embedder,
+               tmp_path: Path) -> Iterator[ServerApp]:
+    """The shared app; a fresh one over its own copy of the store for a test marked
+    ``fresh_server`` (it may change the server: ontologies, documents, the default)."""
+    if request.node.get_closest_marker("fresh_server") is None:
+        yield request.getfixturevalue("shared_app")
+        return
+    yield from _start_app(small_store, embedder, tmp_path)
+
+
+@pytest.fixture
+async def core(request: pytest.FixtureRequest, server_app: ServerApp, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
+    """The filesystem's parts as a mount assembles them, on ``server_app``; a
+    ``mount_options(**fields)`` marker sets ``MountOptions`` fields (the mount's flags)."""
+    marker = request.node.get_closest_marker("mount_options")
+    options = mount_options(**(marker.kwargs if marker else {}))
     client = KgApiClient(API_URL, server_app.credentials_of("user"),
                          timeout=options.request_timeout, transport=server_app.transport())
     store = QueryStore(tmp_path / "mount-state")

@@ -153,18 +153,6 @@ def test_links_that_would_leave_the_mount_are_refused(farm, target) -> None:
     os.symlink(target.replace("../../../", "../../"), query / "nested" / "inside")
 
 
-@pytest.mark.parametrize("where", ["query", "ingest", ".meta", "ontology"])
-def test_mkfifo_is_eperm(farm, where) -> None:
-    start, _, _ = farm
-    mount = start()
-    mount.path("zlib").mkdir()
-    parent = {"query": mount.path("zlib"), "ingest": mount.path("ontology", "Farm", "ingest"),
-              ".meta": mount.path("zlib", ".meta"), "ontology": mount.path("ontology")}[where]
-    with pytest.raises(OSError) as exc:
-        os.mkfifo(parent / "fifo")
-    assert exc.value.errno == errno.EPERM
-
-
 # -- deleting documents -----------------------------------------------------------------
 
 

@@ -6,7 +6,6 @@ import errno
 import os
 import shutil
 import time
-import tomllib
 
 import pytest
 
@@ -51,28 +50,6 @@ def ontologies_of(path) -> list[str]:
 
 # -- links ---------------------------------------------------------------------------------
 
-def test_links_restrict_a_query_to_the_linked_ontologies(mount_factory) -> None:
-    mount = mount_factory()
-    query = mount.path("read data from files")
-    query.mkdir()
-    unrestricted = results(query)
-    os.symlink(f"../ontology/{COMPRESSION}", query / "compression")
-    assert os.readlink(query / "compression") == f"../ontology/{COMPRESSION}"
-    assert os.path.isdir(query / "compression" / "documents")  # the link resolves
-    linked = results(query)
-    assert linked and linked != unrestricted
-    assert all(COMPRESSION in ontologies_of(query / n) for n in linked)
-    os.symlink(f"../ontology/{FORMATS}", query / "formats")  # OR between links
-    both = results(query)
-    assert {o for n in both for o in ontologies_of(query / n)} <= {COMPRESSION, FORMATS}
-    assert set(linked) <= set(both)
-    toml = tomllib.loads((query / ".meta" / "query.toml").read_text())
-    assert {k["ontology"] for k in toml["links"]} == {COMPRESSION, FORMATS}
-    os.unlink(query / "formats")
-    os.unlink(query / "compression")
-    assert results(query) == unrestricted
-
-
 def test_nested_query_inside_a_linked_global_query(mounted: Mount) -> None:
     query = mounted.path("read data from files")
     query.mkdir()
@@ -88,15 +65,6 @@ def test_nested_query_inside_a_linked_global_query(mounted: Mount) -> None:
 
 @pytest.mark.parametrize("target", ["../ontology/No Such Ontology", "/etc", "../gzip",
                                     "../ontology"])
-def test_a_link_to_something_else_is_einval(mounted: Mount, target: str) -> None:
-    query = mounted.path("gzip")
-    query.mkdir()
-    with pytest.raises(OSError) as exc:
-        os.symlink(target, query / "link")
-    assert exc.value.errno == errno.EINVAL
-    assert not os.path.lexists(query / "link")
-
-
 def test_links_persist_across_a_remount(mount_factory) -> None:
     first = mount_factory()
     first.path("gzip").mkdir()

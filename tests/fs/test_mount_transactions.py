@@ -117,13 +117,6 @@ def test_vim_saves_without_its_changed_since_reading_warning(mounted, meta, extr
     assert (meta / "threshold").read_text().splitlines()[-1] == "0.56"
 
 
-def test_five_thousand_digits_is_einval_not_eio(mounted, meta):
-    for name in ("limit", "threshold"):
-        with pytest.raises(OSError) as exc, open(meta / name, "w") as f:
-            f.write("9" * 5000)
-        assert exc.value.errno == errno.EINVAL, name
-
-
 def test_a_megabyte_to_exclude_is_refused_quickly_and_others_keep_listing(mounted, meta):
     # distinct terms: the old de-duplication was quadratic and ran on the event loop
     big = mounted.mountpoint.parent / "exclude-1mb"

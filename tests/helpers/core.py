@@ -3,6 +3,8 @@ assembles it (the fixtures that make them are in ``tests/core/conftest.py``)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,15 +40,17 @@ class ServerApp:
         entry = self.credentials[who]
         return Credentials(entry["client_id"], entry["client_secret"], "tests")
 
-    async def http(self, who: str | None = "admin") -> httpx.AsyncClient:
+    @contextlib.asynccontextmanager
+    async def http(self, who: str | None = "admin") -> AsyncIterator[httpx.AsyncClient]:
         """An httpx client on the app, with ``who``'s token (None: no token)."""
-        http = httpx.AsyncClient(transport=self.transport(), base_url=API_URL, timeout=60)
-        if who is not None:
-            form = {"grant_type": "client_credentials", **self.credentials[who]}
-            response = await http.post("/auth/oauth/token", data=form)
-            response.raise_for_status()
-            http.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
-        return http
+        async with httpx.AsyncClient(transport=self.transport(), base_url=API_URL,
+                                     timeout=60) as http:
+            if who is not None:
+                form = {"grant_type": "client_credentials", **self.credentials[who]}
+                response = await http.post("/auth/oauth/token", data=form)
+                response.raise_for_status()
+                http.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
+            yield http
 
 
 @dataclass

@@ -299,9 +299,9 @@ async def test_a_nested_query_s_status_names_the_parent_threshold_as_the_filter(
     assert status["filtered by"].startswith(
         "level 1, the enclosing query 'read data from files' at 0.99 (override): none of "
         "this query's")
-    assert status["level 1"].startswith("0.99 for 'read data from files' (enclosing query")
-    assert status["level 2"].startswith("0.")  # its own threshold, the server default
-    assert "(this query): server default" in status["level 2"]
+    assert status["level 1"].startswith("0.99 (own value) for 'read data from files', the "
+                                        "enclosing query")
+    assert "(server default) for 'compressed archives', this query" in status["level 2"]
     levels = (await settings(core, child))["levels"]
     assert [(lv["role"], lv["threshold"]) for lv in levels][0] == ("enclosing query", 0.99)
     threshold_text = (await core.fs.read(f"{child}/.meta/threshold")).decode()

@@ -10,7 +10,8 @@ References (this machine is shared: only the ratios mean something):
   minimal in-memory pyfuse3 filesystem (``scripts/reffs.py``) serving the very bytes the
   kg-fuse mount served;
 - first ``ls -l`` of a new query: one search round trip of the same request;
-- the scan: the exact float32 scan (numpy) over the same synthetic vectors.
+- the scan: the exact float32 scan (numpy) over the same synthetic vectors
+  (``scripts/bench_scan.py``: isotropic and MiniLM-like, 100k and 1M rows).
 
 The platform's own client (``kg-fuse`` 0.14.0 from PyPI) gets a column when
 ``KG_FUSE_UPSTREAM`` names its executable. It has our distribution name, so install it
@@ -294,34 +295,6 @@ def start_upstream(executable: str, server: KGServer, workdir: Path) -> ProcessM
     return ProcessMount(workdir / "upstream", argv, env, workdir / "upstream.log").start()
 
 
-def scan_row(n: int, repeat: int) -> list[list[str]]:
-    """The quantised scan vs the exact float32 scan at a 50-result threshold (the 50th
-    score itself, so a boundary row is included), on synthetic unit vectors."""
-    import numpy as np
-
-    from kg_fuse.server.scan import QuantisedScan, exact_scores
-
-    rng = np.random.default_rng(n)
-    matrix = rng.standard_normal((n, 384), dtype=np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    query = matrix[7] * 0.6 + rng.standard_normal(384, dtype=np.float32) * 0.03
-    query /= np.linalg.norm(query)
-    rough = matrix @ query
-    near = np.nonzero(rough >= np.sort(rough)[-60])[0]  # a superset of the 50 best
-    truth = exact_scores(matrix[near], query)
-    threshold = float(np.sort(truth)[-50])
-    want = set(near[truth >= threshold].tolist())
-    started = time.perf_counter()
-    scan = QuantisedScan(matrix)
-    build = time.perf_counter() - started
-    exact = p50(lambda: np.nonzero(matrix @ query >= threshold)[0], repeat * 2)
-    fast = p50(lambda: scan.above(query, threshold), repeat * 2)
-    same = set(scan.above(query, threshold)[0].tolist()) == want
-    return [[f"scan p50 at threshold, {n:,} x 384", ms(fast), f"exact f32 {ms(exact)}",
-             ratio(fast, exact) + ("" if same else " RESULTS DIFFER")],
-            [f"  memory and build, {n:,}", f"+{scan.nbytes / 2**20:.0f} MiB, {build:.1f} s",
-             f"f32 matrix {matrix.nbytes / 2**20:.0f} MiB", ""]]
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -333,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     rows: list[list[str]] = []
     if not opts.skip_scan:
-        for n in (100_000, 1_000_000):
-            rows += scan_row(n, opts.repeat)
+        from bench_scan import scan_rows  # the server's scan: its own script too
+
+        rows += scan_rows(opts.repeat * 3)
     if not opts.skip_fs:
         if not fuse_available():
             print("bench_speed: needs /dev/fuse and fusermount3", file=sys.stderr)

@@ -1,24 +1,29 @@
-"""Exact threshold search at scale: an int8 scan finds candidates, float32 decides.
+"""Exact threshold search at scale: an int8 scan finds candidates, float64 decides.
 
 A search keeps the rows whose score ``row . query`` is at least a threshold. Reading the
 float32 matrix is the cost (1.5 KiB a row at 384 dimensions), so the scan reads an int8
-copy instead (a quarter of the bytes, integer SIMD) and rescores only the candidates
-with the exact float32 product. No true result is lost, because the int8 estimate's
-error is bounded per row:
+copy instead (a quarter of the bytes; numkong's SIMD kernels give the exact integer dot
+products, VNNI where the CPU has it) and rescores only the candidates. No true result is
+lost, because the int8 estimate's error is bounded per row:
 
     row   = s_r * c_r + e_r      (c_r int8, s_r its scale, e_r the rounding error)
     query = s_q * c_q + f        (the query is quantised the same way)
     row . query = s_r s_q (c_r . c_q) + s_r (c_r . f) + e_r . query
     |error| <= s_r |c_r| |f| + |e_r| |query|          (Cauchy-Schwarz)
 
-so every row whose estimate plus its bound reaches the threshold is a candidate, and the
-rescoring keeps exactly those whose score (the float64 product of the float32 row and
-query, so no BLAS rounding decides a tie at the boundary) reaches it. Rows may have any norm
-(fused multi-view vectors); the query should be unit length (any norm is handled).
+so every row whose estimate plus its bound (plus a margin for float32 rounding of the
+estimate, relative to its size) reaches the threshold is a candidate, and the rescoring
+keeps exactly those whose score (the float64 product of the float32 row and query, so no
+BLAS rounding decides a tie at the boundary) reaches it. Rows may have any norm (fused
+multi-view vectors); the query too. The scan runs in blocks that stay in cache, filtered
+first against the largest bound of any row (one multiply and compare per row), then
+against each survivor's own bound; two threads share a large scan (the kernels release
+the GIL).
 
 Memory: one int8 byte per dimension plus 12 bytes per row (scale, two bound terms):
-37 MiB for 100k rows of 384 dimensions, 378 MiB for 1M, next to the float32 matrix
-(147 MiB / 1.43 GiB) that the rescoring reads only at the candidates' rows.
+396 bytes a row at 384 dimensions, 38 MiB for 100k rows and 378 MiB for 1M, beside the
+float32 matrix (1,536 bytes a row: 147 MiB / 1.43 GiB) that the rescoring reads only at
+the candidates' rows. A query allocates one block of float32 products per thread.
 
 Updates are cheap: ``append`` quantises only the new rows, ``delete`` drops rows.
 """
@@ -28,33 +33,37 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 
+import numkong
 import numpy as np
 
 log = logging.getLogger(__name__)
 
-try:  # torch ships with the server extra (sentence-transformers); its int8 GEMM is SIMD
-    import torch
-
-    _HAVE_INT_MM = hasattr(torch, "_int_mm")
-except ImportError:  # pragma: no cover - the server extra always has it
-    torch = None
-    _HAVE_INT_MM = False
-
-CHUNK_ROWS = 65_536  # rows per int8 product (two threads share a large scan)
-_EPSILON = 1e-5  # float32 rounding of the estimate itself
+BLOCK_ROWS = 32_768  # 12 MiB of codes, 128 KiB of products: filtered while in cache
+_MARGIN = 1e-5  # float32 rounding of the estimate and its bound, relative to their size
 _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="scan")
 
 
 def _quantise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """int8 codes, scales, and the two per-row bound terms (|c_r| s_r, |e_r|)."""
     rows = np.asarray(rows, dtype=np.float32)
-    peak = np.abs(rows).max(axis=1) if rows.size else np.zeros(len(rows), np.float32)
+    parts = [_quantise_block(rows[start:start + BLOCK_ROWS])
+             for start in range(0, len(rows), BLOCK_ROWS)]
+    if not parts:
+        return (np.zeros(rows.shape, np.int8), *(np.zeros(0, np.float32),) * 3)
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+
+
+def _quantise_block(rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    peak = np.abs(rows).max(axis=1)
     scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
     codes = np.clip(np.rint(rows / scales[:, None]), -127, 127).astype(np.int8)
     decoded = codes.astype(np.float32) * scales[:, None]
-    residual = np.linalg.norm(rows - decoded, axis=1).astype(np.float32)
-    code_norm = (np.linalg.norm(codes.astype(np.float32), axis=1) * scales).astype(np.float32)
-    return codes, scales, code_norm, residual
+    code_norm = np.linalg.norm(decoded, axis=1)
+    residual = np.linalg.norm(rows - decoded, axis=1)
+    # rounded up past float32's rounding of the products, differences and sums (each
+    # well under 1e-6 relative), so neither term understates its exact value
+    up = np.float32(1 + 1e-5)
+    return codes, scales, code_norm * up, residual * up + code_norm * np.float32(1e-6)
 
 
 def exact_scores(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -98,26 +107,6 @@ class QuantisedScan:
         self._code_norm = np.delete(self._code_norm, positions)
         self._residual = np.delete(self._residual, positions)
 
-    def _products(self, query_codes: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        """c_r . c_q for every row (or the given rows), as int32."""
-        codes = self._codes if rows is None else self._codes[rows]
-        if not _HAVE_INT_MM or len(codes) < 32:
-            return codes.astype(np.int32) @ query_codes.astype(np.int32)
-        right = torch.zeros((codes.shape[1], 8), dtype=torch.int8)
-        right[:, 0] = torch.from_numpy(query_codes)
-
-        def part(start: int) -> np.ndarray:
-            block = torch.from_numpy(codes[start:start + CHUNK_ROWS])
-            if len(block) < 32:  # the kernel wants more than 16 rows
-                return codes[start:start + CHUNK_ROWS].astype(np.int32) @ \
-                    query_codes.astype(np.int32)
-            return torch._int_mm(block, right)[:, 0].numpy()
-
-        starts = range(0, len(codes), CHUNK_ROWS)
-        if len(starts) == 1:
-            return part(0)
-        return np.concatenate(list(_POOL.map(part, starts)))
-
     def above(self, query: np.ndarray, threshold: float, rows: np.ndarray | None = None
               ) -> tuple[np.ndarray, np.ndarray]:
         """Positions (into the matrix) and exact scores (float64 products of the float32
@@ -126,18 +115,64 @@ class QuantisedScan:
         if len(self.matrix) == 0 or (rows is not None and len(rows) == 0):
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         query = np.asarray(query, dtype=np.float32)
-        peak = float(np.abs(query).max())
-        q_scale = peak / 127.0 if peak > 0 else 1.0
-        q_codes = np.clip(np.rint(query / q_scale), -127, 127).astype(np.int8)
-        q_error = float(np.linalg.norm(query - q_codes.astype(np.float32) * q_scale))
-        q_norm = float(np.linalg.norm(query))
-        products = self._products(q_codes, rows)
-        pick = slice(None) if rows is None else rows
-        estimate = products.astype(np.float32) * (self._scales[pick] * np.float32(q_scale))
-        bound = self._code_norm[pick] * np.float32(q_error) + \
-            self._residual[pick] * np.float32(q_norm) + np.float32(_EPSILON)
-        candidates = np.nonzero(estimate + bound >= np.float32(threshold))[0]
-        positions = candidates if rows is None else np.asarray(rows)[candidates]
+        candidates = _Candidates(query, threshold)
+        if rows is None:
+            found = candidates.scan(self._codes, self._scales, self._code_norm,
+                                    self._residual)
+            positions = found
+        else:
+            rows = np.asarray(rows, dtype=np.int64)
+            found = candidates.scan(self._codes[rows], self._scales[rows],
+                                    self._code_norm[rows], self._residual[rows])
+            positions = rows[found]
         scores = exact_scores(self.matrix[positions], query)
         keep = scores >= threshold
         return positions[keep].astype(np.int64), scores[keep]
+
+
+class _Candidates:
+    """One query's int8 side: which rows of a code matrix may reach the threshold."""
+
+    def __init__(self, query: np.ndarray, threshold: float) -> None:
+        peak = float(np.abs(query).max())
+        self.q_scale = peak / 127.0 if peak > 0 else 1.0
+        codes = np.clip(np.rint(query / self.q_scale), -127, 127).astype(np.int8)
+        self.q_codes = codes[None, :]
+        q64 = query.astype(np.float64)
+        q_error = float(np.linalg.norm(q64 - codes.astype(np.float64) * self.q_scale))
+        self.q_norm = float(np.linalg.norm(q64))
+        # bound_r = code_norm_r * a + residual_r * b + c, sound for the float32 estimate
+        self.a = np.float32((q_error + _MARGIN * self.q_norm) * (1 + 1e-6))
+        self.b = np.float32(self.q_norm * (1 + 1e-6))
+        self.c = np.float32(_MARGIN)
+        self.threshold = threshold
+
+    def scan(self, codes: np.ndarray, scales: np.ndarray, code_norm: np.ndarray,
+             residual: np.ndarray) -> np.ndarray:
+        """Row numbers (into ``codes``) of the candidates, in order."""
+        # the loosest bound of any row gives a one-compare filter; each survivor is then
+        # checked against its own bound
+        largest = float(code_norm.max())
+        widest = largest * float(self.a) + float(residual.max()) * float(self.b) + \
+            float(self.c)
+        slack = _MARGIN * (abs(self.threshold) + largest * self.q_norm)  # float32 sums
+        cut = np.float32((self.threshold - widest - slack) / self.q_scale)
+        out_dtype = "float32" if codes.shape[1] * 127 * 127 < 2**24 else "float64"
+
+        def block(start: int) -> np.ndarray:
+            stop = min(start + BLOCK_ROWS, len(codes))
+            products = np.empty((1, stop - start), out_dtype)  # exact integer sums
+            numkong.cdist(self.q_codes, codes[start:stop], metric="dot", out=products,
+                          out_dtype=out_dtype)
+            estimate = products[0]
+            estimate *= scales[start:stop]
+            loose = np.flatnonzero(estimate >= cut)
+            at = loose + start
+            bound = code_norm[at] * self.a + residual[at] * self.b + self.c
+            close = estimate[loose] * np.float32(self.q_scale) + bound >= self.threshold
+            return at[close]
+
+        starts = range(0, len(codes), BLOCK_ROWS)
+        if len(starts) == 1:
+            return block(0)
+        return np.concatenate(list(_POOL.map(block, starts)))

@@ -3,9 +3,15 @@ threshold boundary too, for rows of any norm, after appends and deletes."""
 
 from __future__ import annotations
 
+from unittest import mock
+
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from kg_fuse.server import scan as scan_module
 from kg_fuse.server.scan import QuantisedScan, exact_scores
 
 
@@ -76,3 +82,57 @@ def test_empty_and_tiny() -> None:
     scan.append(np.eye(8, dtype=np.float32))
     positions, scores = scan.above(np.eye(8, dtype=np.float32)[2], 0.5)
     assert positions.tolist() == [2] and scores.tolist() == [1.0]
+
+
+def test_wide_rows_use_exact_float64_sums() -> None:
+    """Past 1,040 dimensions an int8 dot product no longer fits float32 exactly."""
+    rng = np.random.default_rng(4)
+    matrix = vectors(rng, 300, dims=1_100, unit=False)
+    scan = QuantisedScan(matrix)
+    query = near(rng, matrix[5], 0.02)
+    threshold = float(np.sort(exact_scores(matrix, query))[-3])
+    assert set(scan.above(query, threshold)[0].tolist()) == exact(matrix, query, threshold)
+
+
+finite = st.floats(-1.0, 1.0, width=32, allow_subnormal=False)
+
+
+@st.composite
+def boundary_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Rows crowded at one score (a base row plus tiny or one-coordinate changes), with
+    any norms and peaks, a query, a threshold at or one float next to a row's score."""
+    dims = draw(st.integers(2, 48))
+    n = draw(st.integers(1, 60))
+    base = draw(hnp.arrays(np.float32, dims, elements=finite))
+    nudges = draw(hnp.arrays(np.float32, (n, dims), elements=st.floats(
+        -2**-10, 2**-10, width=32, allow_subnormal=False)))
+    sparse = draw(hnp.arrays(np.bool_, (n, dims)))
+    norms = draw(hnp.arrays(np.float32, (n, 1), elements=st.sampled_from(
+        [1.0, 1e-3, 0.5, 3.0, 40.0, 1e3])))
+    rows = (base + np.where(sparse, nudges, 0)) * norms
+    rows[draw(st.integers(0, n - 1))] = 0  # an all-zero row
+    peak = draw(st.integers(0, dims - 1))
+    rows[::3, peak] *= draw(st.sampled_from([1.0, 50.0, -300.0]))  # peaky rows
+    query = draw(hnp.arrays(np.float32, dims, elements=finite))
+    if draw(st.booleans()):
+        query = (base + draw(hnp.arrays(np.float32, dims, elements=st.floats(
+            -2**-7, 2**-7, width=32)))).astype(np.float32)
+    scores = exact_scores(rows, query)
+    threshold = float(scores[draw(st.integers(0, n - 1))])
+    threshold = float(np.nextafter(threshold, draw(st.sampled_from([-np.inf, np.inf]))) if
+                      draw(st.booleans()) else threshold)
+    return rows.astype(np.float32), query, threshold, draw(st.sampled_from([2, 7, 4096]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(boundary_cases(), st.data())
+def test_no_row_at_or_above_the_threshold_is_ever_lost(case, data) -> None:
+    rows, query, threshold, block = case
+    with mock.patch.object(scan_module, "BLOCK_ROWS", block):  # many blocks, both threads
+        scan = QuantisedScan(rows)
+        positions, scores = scan.above(query, threshold)
+        assert set(positions.tolist()) == exact(rows, query, threshold)
+        assert np.array_equal(scores, exact_scores(rows[positions], query))
+        subset = np.flatnonzero(data.draw(hnp.arrays(np.bool_, len(rows))))
+        got = scan.above(query, threshold, rows=subset)[0]
+        assert set(got.tolist()) == exact(rows, query, threshold, subset)

@@ -33,10 +33,16 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 
-import numkong
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+try:  # in the server extra; a venv set up before it was added still answers (slowly)
+    import numkong
+except ImportError:  # pragma: no cover - exercised by the tests with numkong hidden
+    numkong = None
+    log.warning("numkong is not installed: the search scan uses numpy (slow); "
+                "pip install 'kg-fuse[server]'")
 
 BLOCK_ROWS = 32_768  # 12 MiB of codes, 128 KiB of products: filtered while in cache
 _MARGIN = 1e-5  # float32 rounding of the estimate and its bound, relative to their size
@@ -162,8 +168,12 @@ class _Candidates:
         def block(start: int) -> np.ndarray:
             stop = min(start + BLOCK_ROWS, len(codes))
             products = np.empty((1, stop - start), out_dtype)  # exact integer sums
-            numkong.cdist(self.q_codes, codes[start:stop], metric="dot", out=products,
-                          out_dtype=out_dtype)
+            if numkong is None:
+                products[0] = codes[start:stop].astype(np.int32) @ \
+                    self.q_codes[0].astype(np.int32)
+            else:
+                numkong.cdist(self.q_codes, codes[start:stop], metric="dot", out=products,
+                              out_dtype=out_dtype)
             estimate = products[0]
             estimate *= scales[start:stop]
             loose = np.flatnonzero(estimate >= cut)

@@ -54,6 +54,16 @@ def test_boundary_thresholds_give_exactly_the_exact_rows(unit: bool) -> None:
             assert np.all(got_scores >= threshold)
 
 
+def test_without_numkong_numpy_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_module, "numkong", None)
+    rng = np.random.default_rng(5)
+    matrix = vectors(rng, 3_000, unit=False)
+    scan = QuantisedScan(matrix)
+    query = near(rng, matrix[11], 0.05)
+    threshold = float(np.sort(exact_scores(matrix, query))[-30])
+    assert set(scan.above(query, threshold)[0].tolist()) == exact(matrix, query, threshold)
+
+
 def test_appends_deletes_and_row_subsets() -> None:
     rng = np.random.default_rng(3)
     matrix = vectors(rng, 5_000)

@@ -37,6 +37,7 @@ VIEWS = frozenset({NodeKind.RESULT_FILE, *CONTROL_BY_KIND})
 DOTS = (".", "..")
 XATTR_SCORE = b"user.kg.score"
 XATTR_CONCEPT = b"user.kg.concept_id"
+XATTR_NAMESPACE = b"user."  # the only namespace served (others: EOPNOTSUPP)
 
 
 def _eperm() -> pyfuse3.FUSEError:
@@ -74,16 +75,20 @@ class KgOperations(pyfuse3.Operations):
             raise enoent()
         return node
 
+    def _result_entry(self, node: Node) -> pyfuse3.EntryAttributes:
+        body = self.tree.result_body(node)
+        return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False,
+                               timeout=self.service.ttl(node.owner))
+
     async def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
         kind = node.kind
+        if kind is NodeKind.RESULT_FILE:  # the hot path: no awaits
+            return self._result_entry(node)
         if kind.is_dir:
             return self.attrs.directory(node.inode, self._mtime_ns(node.owner))
         body = await self.tree.content(node)
         if kind is NodeKind.LINK:
             return self.attrs.link(node.inode, len(body))
-        if kind is NodeKind.RESULT_FILE:
-            return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False,
-                                   timeout=self.service.ttl(node.owner))
         writable = kind not in READ_ONLY
         control = CONTROL_BY_KIND.get(kind)
         mtime_key = control_mtime_key(node.owner, kind) if control and control.writable \
@@ -224,6 +229,10 @@ class KgOperations(pyfuse3.Operations):
 
     @handler
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        if not name.startswith(XATTR_NAMESPACE):
+            # ``ls -l`` asks every file for security.selinux and POSIX ACLs (the kernel
+            # caches no answer); "not supported" makes it stop asking for this mount
+            raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
         node = self._node(inode)
         if node.kind is NodeKind.RESULT_FILE:
             if name == XATTR_CONCEPT:
@@ -250,14 +259,17 @@ class KgOperations(pyfuse3.Operations):
 
     @handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        handle = self.handles.directory(fh)
-        for index in range(start_id, len(handle.entries)):
-            entry = handle.entries[index]
+        entries = self.handles.directory(fh).entries
+        for index in range(start_id, len(entries)):
+            entry = entries[index]
             node = self.inodes.ensure(entry.kind, entry.owner, entry.key)
-            try:
-                attributes = await self._entry(node)
-            except pyfuse3.FUSEError:  # gone since opendir: skip it, keep the offsets
-                continue
+            if entry.kind is NodeKind.RESULT_FILE:  # most entries: no awaits
+                attributes = self._result_entry(node)
+            else:
+                try:
+                    attributes = await self._entry(node)
+                except pyfuse3.FUSEError:  # gone since opendir: skip it, keep the offsets
+                    continue
             if not pyfuse3.readdir_reply(token, os.fsencode(entry.name), attributes,
                                          index + 1):
                 return
@@ -342,6 +354,9 @@ class KgOperations(pyfuse3.Operations):
                    ) -> pyfuse3.FileInfo:
         node = self._node(inode)
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if node.kind is NodeKind.RESULT_FILE and not writing:  # the hot path: no awaits
+            handle = FileHandle(node, snapshot=self.tree.result_body(node))
+            return pyfuse3.FileInfo(fh=self.handles.add(handle), keep_cache=True)
         if node.kind.is_dir:
             raise pyfuse3.FUSEError(errno.EISDIR)
         if writing and node.kind in READ_ONLY:
@@ -452,13 +467,13 @@ class KgOperations(pyfuse3.Operations):
     @handler
     async def flush(self, fh: int) -> None:
         handle = self.handles.file(fh)
-        if handle is not None:
+        if handle is not None and handle.session is not None:  # read-only opens: nothing
             await self._commit_session(handle)
 
     @handler
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh)
-        if not isinstance(handle, FileHandle):
+        if not isinstance(handle, FileHandle) or handle.node.kind is NodeKind.RESULT_FILE:
             return
         node = handle.node
         if node.kind is NodeKind.INGEST_FILE:

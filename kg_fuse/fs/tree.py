@@ -137,6 +137,13 @@ class Tree:
             if self.ingest.get(ontology, name) is None and self.ingest.job(ontology, name) is None:
                 raise enoent()
             return self.inodes.ensure(self._ingest_kind(ontology, name), owner, name)
+        if kind is NodeKind.ROOT:  # a path walk's first step: no listing built
+            if name == ONTOLOGY_DIR:
+                return self.inodes.ensure(NodeKind.ONTOLOGY_ROOT)
+            top = self.service.find((name,))
+            if top is None:
+                raise enoent()
+            return self.inodes.ensure(NodeKind.QUERY_DIR, top.key)
         if kind is NodeKind.QUERY_DIR:
             query = self.query(parent)
             nested = self.service.find((*query.path, name))
@@ -185,6 +192,15 @@ class Tree:
             nursery.start_soon(self.service.current_default)
             nursery.start_soon(self.service.refresh_status, query)
 
+    def result_body(self, node: Node) -> bytes:
+        """A result file's bytes, without awaiting (a result that left the listing keeps
+        its last ones)."""
+        result_set = self.service.listing(node.owner)
+        found = result_set.by_concept.get(node.name) if result_set else None
+        if found is not None:
+            node.last_body, node.last_mtime_ns = found.body, found.mtime_ns
+        return node.last_body
+
     async def content(self, node: Node) -> bytes:
         """A file's current bytes (a result that left the listing keeps its last ones)."""
         kind = node.kind
@@ -193,11 +209,7 @@ class Tree:
             query = self.query(node)
             return control.render(self.service, query, self.service.fetch_error(query.key))
         if kind is NodeKind.RESULT_FILE:
-            result_set = self.service.listing(node.owner)
-            found = result_set.by_concept.get(node.name) if result_set else None
-            if found is not None:
-                node.last_body, node.last_mtime_ns = found.body, found.mtime_ns
-            return node.last_body
+            return self.result_body(node)
         if kind is NodeKind.SCRATCH_FILE:
             data = self.scratch.get(node.owner, node.name)
         elif kind is NodeKind.INGEST_FILE:

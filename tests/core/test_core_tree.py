@@ -279,6 +279,13 @@ async def test_result_files_carry_score_and_concept_id_xattrs(core: Core) -> Non
     with pytest.raises(pyfuse3.FUSEError) as missing:
         await core.fs.getxattr(path, b"user.other")
     assert missing.value.errno == errno.ENODATA
+    # outside user.*: "not supported", which makes ls -l stop asking every file of the
+    # mount for its SELinux label and ACL (ENODATA would have it ask each one)
+    for name in (b"security.selinux", b"system.posix_acl_access"):
+        for where in (path, "compress data with gzip"):
+            with pytest.raises(pyfuse3.FUSEError) as unsupported:
+                await core.fs.getxattr(where, name)
+            assert unsupported.value.errno == errno.EOPNOTSUPP
 
 
 # -- which threshold filtered a nested listing --------------------------------------------

@@ -67,9 +67,6 @@ def test_truncate_alone_goes_back_to_inheriting(mounted, query) -> None:
     assert value_line(query) == "inherit"
 
 
-@pytest.mark.parametrize(
-    "bad", ["banana", "nan", "inf", "-0.1", "1.5", "0.5 0.6", "0.5\n0.6\n", "0x1", "1e5"]
-)
 def test_shell_reports_invalid_argument(mounted, query) -> None:
     result = sh("echo banana > threshold", query.parent)
     assert result.returncode != 0

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from kg_fuse.server import (
     limits,
@@ -17,6 +20,7 @@ from kg_fuse.server import (
 )
 from kg_fuse.server.deps import AppContext
 from kg_fuse.server.jobs import JobRunner
+from kg_fuse.server.repository import NotFound
 from kg_fuse.server.service import KnowledgeGraph
 
 log = logging.getLogger(__name__)
@@ -29,15 +33,31 @@ def _version() -> str:
         return "0+unknown"
 
 
+async def _not_found(_request: Request, exc: Exception) -> JSONResponse:
+    """A repository lookup that found nothing: 404 with the contract's detail."""
+    return JSONResponse(status_code=404, content={"detail": str(exc)})
+
+
 def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
-    """An app serving ``graph``; exact paths only (the contract forbids redirects)."""
+    """An app serving ``graph``; exact paths only (the contract forbids redirects).
+
+    Its lifespan owns the ingestion worker: run the app under a server that runs the
+    lifespan (uvicorn does; in-process, enter ``app.router.lifespan_context(app)``).
+    """
+    jobs = JobRunner(graph)
+    jobs.fail_interrupted()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with jobs.running():
+            yield
+
     app = FastAPI(title="kg-fuse embedded knowledge-graph server", version=_version(),
-                  redirect_slashes=False)
-    ctx = AppContext(graph=graph, token_ttl=token_ttl)
-    ctx.jobs = JobRunner(graph)
-    ctx.jobs.fail_interrupted()
+                  redirect_slashes=False, lifespan=lifespan)
+    ctx = AppContext(graph=graph, token_ttl=token_ttl, jobs=jobs)
     app.state.ctx = ctx
     limits.install(app)
+    app.add_exception_handler(NotFound, _not_found)
     for module in (routes_admin, routes_catalog, routes_documents, routes_ingest,
                    routes_query):
         app.include_router(module.router)

@@ -1,4 +1,7 @@
-"""Request dependencies: the shared context and bearer-token auth.
+"""Request dependencies, declared once: the shared context and bearer-token auth.
+
+Route modules import the ``Annotated`` aliases at the bottom (``Ctx``, ``User``,
+``ConfigReader``, ``ConfigWriter``) rather than spelling out ``Depends`` themselves.
 
 The contract orders checks 401, then 403, then 422. FastAPI parses a JSON body before
 it solves dependencies, so a malformed body would answer 422 before auth ran;
@@ -12,14 +15,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import HTTPException, Request, Response
+from fastapi import Depends, HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.server import auth
 from kg_fuse.server.auth import Principal
+from kg_fuse.server.jobs import JobRunner
 from kg_fuse.server.service import KnowledgeGraph
 
 log = logging.getLogger(__name__)
@@ -31,7 +35,7 @@ class AppContext:
 
     graph: KnowledgeGraph
     token_ttl: int
-    jobs: Any = None  # kg_fuse.server.jobs.JobRunner, set by the app factory
+    jobs: JobRunner
 
 
 def get_ctx(request: Request) -> AppContext:
@@ -92,3 +96,8 @@ class AuthFirstRoute(APIRoute):
 
 
 require_user = Require()
+
+Ctx = Annotated[AppContext, Depends(get_ctx)]
+User = Annotated[Principal, Depends(require_user)]
+ConfigReader = Annotated[Principal, Depends(Require("read", "search_config"))]
+ConfigWriter = Annotated[Principal, Depends(Require("write", "search_config"))]

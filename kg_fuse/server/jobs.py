@@ -1,31 +1,40 @@
 """Background ingestion jobs.
 
-A job is recorded as ``pending`` with null progress, then an asyncio task runs it: the
-parse, the store writes and the embedding all happen in worker threads, one job at a
-time, so the event loop keeps answering (including ``GET /jobs/{id}`` polls).
+A job is recorded as ``pending`` with null progress and queued; one worker, started by
+the app's lifespan in an anyio task group (:meth:`JobRunner.running`), runs the queue in
+order: the parse, the store writes and the embedding all happen in a worker thread, so
+the event loop keeps answering (including ``GET /jobs/{id}`` polls). Shutting down
+cancels the worker: a job in progress stops at its next stage (failed, saying why) and
+queued ones stay pending, to be marked failed at the next start.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+import math
 import secrets
+import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+import anyio
 import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.service import KnowledgeGraph, near_duplicate_warning
 
 log = logging.getLogger(__name__)
 
-TERMINAL = ("completed", "failed", "cancelled")
-
-
 def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+class JobInterrupted(RuntimeError):
+    """The server is shutting down: the job stops between stages."""
 
 
 class JobRunner:
@@ -33,8 +42,35 @@ class JobRunner:
 
     def __init__(self, graph: KnowledgeGraph) -> None:
         self.graph = graph
-        self._tasks: set[asyncio.Task] = set()
-        self._lock: asyncio.Lock | None = None
+        self._queue: MemoryObjectSendStream[tuple[str, str, str, str]] | None = None
+        self._stopping = threading.Event()
+
+    @property
+    def accepting(self) -> bool:
+        """Whether a worker runs (inside the app's lifespan) to take new jobs."""
+        return self._queue is not None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run queued jobs, one at a time, while the block runs (the app's lifespan)."""
+        send, receive = anyio.create_memory_object_stream[tuple[str, str, str, str]](
+            math.inf)
+        self._stopping.clear()
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._worker, receive)
+            self._queue = send
+            try:
+                yield
+            finally:
+                self._queue = None
+                self._stopping.set()  # the job in progress stops at its next stage
+                group.cancel_scope.cancel()
+                send.close()
+
+    async def _worker(self, receive: MemoryObjectReceiveStream[tuple[str, str, str, str]]) -> None:
+        async with receive:
+            async for job in receive:
+                await self._run(*job)
 
     def fail_interrupted(self) -> None:
         """Jobs a previous process left unfinished cannot resume: mark them failed."""
@@ -63,11 +99,10 @@ class JobRunner:
         return job_id
 
     def start(self, job_id: str, text: str, filename: str, ontology: str) -> None:
-        """Schedule the job on the running event loop."""
-        task = asyncio.get_running_loop().create_task(
-            self._run(job_id, text, filename, ontology))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Queue the job for the worker (see :attr:`accepting`)."""
+        if self._queue is None:
+            raise RuntimeError("no job worker runs: the app's lifespan has not started")
+        self._queue.send_nowait((job_id, text, filename, ontology))
 
     def _update(self, job_id: str, **fields: object) -> None:
         for key in ("progress", "result"):
@@ -79,27 +114,37 @@ class JobRunner:
                          (*fields.values(), job_id))
 
     async def _run(self, job_id: str, text: str, filename: str, ontology: str) -> None:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            try:
-                await anyio.to_thread.run_sync(self._work, job_id, text, filename, ontology)
-            except Exception as exc:  # a failed job reports why instead of vanishing
-                log.exception("job %s failed", job_id)
-                error = f"{type(exc).__name__}: {exc}"
-                await anyio.to_thread.run_sync(
-                    lambda: self._update(job_id, status="failed", error=error,
-                                         completed_at=time.time()))
+        try:
+            await anyio.to_thread.run_sync(self._work, job_id, text, filename, ontology)
+        except Exception as exc:  # a failed job reports why instead of vanishing
+            log.exception("job %s failed", job_id)
+            error = f"{type(exc).__name__}: {exc}"
+            await anyio.to_thread.run_sync(
+                lambda: self._update(job_id, status="failed", error=error,
+                                     completed_at=time.time()))
+
+    def _check_stopping(self) -> None:
+        if self._stopping.is_set():
+            raise JobInterrupted("the server stopped before the job finished")
 
     def _work(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+        try:
+            self._stages(job_id, text, filename, ontology)
+        except JobInterrupted as exc:  # recorded here: the awaiting task is cancelled
+            log.warning("job %s: %s", job_id, exc)
+            self._update(job_id, status="failed", error=str(exc), completed_at=time.time())
+
+    def _stages(self, job_id: str, text: str, filename: str, ontology: str) -> None:
         started = time.time()
         self._update(job_id, status="running", started_at=started,
                      progress={"stage": "parsing", "percent": 0})
         doc = parse_text_document(text, filename, ontology, source_type="api")
+        self._check_stopping()
         total = len(doc.concepts)
         self._update(job_id, progress={"stage": "embedding", "percent": 30,
                                        "chunks_total": len(doc.chunks),
                                        "concepts_total": total})
+        self._check_stopping()
         if self.graph.store.query_one("SELECT 1 FROM documents WHERE id = ?", (doc.id,)):
             self.graph.remove_document(doc.id)  # force re-ingest replaces the old copy
         outcome = self.graph.add_documents([doc], created_by=job_id)
@@ -107,10 +152,7 @@ class JobRunner:
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
                         "document_id": doc.id}
         if outcome.near_duplicates:
-            result["warnings"] = [
-                f"near-duplicate: section {d['label']!r} is {d['similarity']:.2f} similar "
-                f"to existing concept {d['similar_label']!r}"
-                for d in outcome.near_duplicates]
+            result["warnings"] = [near_duplicate_warning(d) for d in outcome.near_duplicates]
             result["near_duplicates"] = outcome.near_duplicates
         self._update(job_id, status="completed", completed_at=time.time(), result=result,
                      progress={"stage": "completed", "percent": 100,

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
-from kg_fuse.server import auth
-from kg_fuse.server.auth import Principal
+from kg_fuse.server import auth, presets
 from kg_fuse.server.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
-from kg_fuse.server.deps import AppContext, AuthFirstRoute, Require, get_ctx
+from kg_fuse.server.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx
 from kg_fuse.server.embedder import MODEL_NAME
 from kg_fuse.server.schemas import (
     HealthResponse,
@@ -27,7 +25,6 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(route_class=AuthFirstRoute)
 
-Ctx = Annotated[AppContext, Depends(get_ctx)]
 _TOKEN_FIELDS = ("grant_type", "client_id", "client_secret")
 
 
@@ -72,7 +69,7 @@ async def token(request: Request, ctx: Ctx) -> TokenResponse:
 
 @router.get("/admin/config/search-threshold", response_model=ThresholdResponse)
 def get_threshold(
-    ctx: Ctx, _admin: Annotated[Principal, Depends(Require("read", "search_config"))]
+    ctx: Ctx, _admin: ConfigReader
 ) -> ThresholdResponse:
     graph = ctx.graph
     prov = graph.provenance()
@@ -82,13 +79,14 @@ def get_threshold(
         source=source, concept_count=prov.get("concept_count"),
         calibrated_at=prov.get("calibrated_at"), noise_floor=prov.get("noise_floor"),
         set_by=prov.get("set_by"), set_at=prov.get("set_at"),
-        recalibrates_after_change=RECALIBRATE_FRACTION if source == "calibrated" else None)
+        recalibrates_after_change=RECALIBRATE_FRACTION if source == "calibrated" else None,
+        presets=graph.presets(), preset_rule=presets.RULE)
 
 
 @router.put("/admin/config/search-threshold", response_model=ThresholdUpdateResponse)
 def put_threshold(
     body: ThresholdUpdate, ctx: Ctx,
-    admin: Annotated[Principal, Depends(Require("write", "search_config"))],
+    admin: ConfigWriter,
 ) -> ThresholdUpdateResponse:
     ctx.graph.set_threshold(body.threshold, provenance={
         "source": "administrator", "set_by": admin.client_id,

@@ -7,51 +7,38 @@ import logging
 import os
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
-from kg_fuse.server.auth import Principal
-from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
+from kg_fuse.server import repository
+from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
 from kg_fuse.server.schemas import (
     DocumentConcept,
     DocumentConceptsResponse,
     DocumentDeleteResponse,
 )
+from kg_fuse.server.service import near_duplicate_warning
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(route_class=AuthFirstRoute)
 
-Ctx = Annotated[AppContext, Depends(get_ctx)]
-User = Annotated[Principal, Depends(require_user)]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has no vision "
                    "model to describe images. Ingest a text or Markdown description instead.")
 
-_CONCEPTS = """
-SELECT i.concept_id, COALESCE(NULLIF(k.label, ''), i.concept_id) AS name, i.source_id,
-       COUNT(*) AS instance_count
-FROM instances i JOIN chunks c ON c.source_id = i.source_id
-JOIN concepts k ON k.id = i.concept_id
-WHERE c.document_id = ?
-GROUP BY i.concept_id, i.source_id
-ORDER BY instance_count DESC, name, i.concept_id, i.source_id
-"""
-
-
 @router.get("/documents/{document_id}/concepts", response_model=DocumentConceptsResponse)
 def document_concepts(document_id: str, ctx: Ctx, _user: User) -> DocumentConceptsResponse:
     """One row per (concept, source) pair of the document, most instances first."""
     store = ctx.graph.store
-    row = store.query_one("SELECT filename FROM documents WHERE id = ?", (document_id,))
-    if row is None:
-        raise HTTPException(status_code=404, detail=f"Document not found: {document_id}")
-    concepts = [DocumentConcept(**dict(r)) for r in store.query(_CONCEPTS, (document_id,))]
-    return DocumentConceptsResponse(document_id=document_id,
-                                    filename=row["filename"] or "unknown",
-                                    concepts=concepts, total=len(concepts))
+    row = repository.document(store, document_id)
+    concepts = [DocumentConcept(**r) for r in repository.document_concepts(store, document_id)]
+    return DocumentConceptsResponse(
+        document_id=document_id, filename=row["filename"] or "unknown", concepts=concepts,
+        total=len(concepts),
+        warnings=[near_duplicate_warning(d) for d in repository.near_duplicates(row)])
 
 
 @router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
@@ -99,11 +86,9 @@ async def ingest_image(
 
 @router.get("/sources/{source_id}/image")
 async def source_image(source_id: str, ctx: Ctx, _user: User) -> None:
-    row = await run_in_threadpool(
-        ctx.graph.store.query_one,
-        "SELECT d.content_type FROM chunks c JOIN documents d ON d.id = c.document_id "
-        "WHERE c.source_id = ?", (source_id,))
-    if row is None or row["content_type"] == "image":  # no image bytes are ever stored
+    content_type = await run_in_threadpool(repository.source_content_type,
+                                               ctx.graph.store, source_id)
+    if content_type == "image":  # no image bytes are ever stored
         raise HTTPException(status_code=404, detail=f"Source not found: {source_id}")
     raise HTTPException(status_code=400, detail=(
-        f"Source {source_id} is not an image (content_type={row['content_type']!r})"))
+        f"Source {source_id} is not an image (content_type={content_type!r})"))

@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, File, Form, HTTPException, UploadFile
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_INGEST_BYTES, MAX_NAME_CHARS, shown
-from kg_fuse.server import content
-from kg_fuse.server.auth import Principal
+from kg_fuse.server import content, repository
 from kg_fuse.server.corpus import content_hash
-from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
+from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
 from kg_fuse.server.schemas import (
     DuplicateResponse,
     IngestResponse,
@@ -27,8 +26,6 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(route_class=AuthFirstRoute)
 
-Ctx = Annotated[AppContext, Depends(get_ctx)]
-User = Annotated[Principal, Depends(require_user)]
 
 
 @router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
@@ -80,20 +77,21 @@ async def ingest(
     digest = content_hash(text)
     jobs = ctx.jobs
     if not force:
-        stored = await run_in_threadpool(
-            ctx.graph.store.query_one,
-            "SELECT o.name FROM documents d JOIN ontologies o ON o.id = d.ontology_id "
-            "WHERE d.id = ?", (digest,))
+        stored = await run_in_threadpool(repository.ontology_of_document, ctx.graph.store,
+                                         digest)
         previous = await run_in_threadpool(jobs.existing_job, digest)
         active = previous is not None and previous["status"] in ("pending", "running")
         if stored is not None or active:
-            where = f"ontology '{stored['name']}'" if stored is not None else "a running job"
+            where = f"ontology '{stored}'" if stored is not None else "a running job"
             dup = DuplicateResponse(
                 existing_job_id=previous["id"] if previous else None,
                 status=previous["status"] if previous else "completed",
                 message=f"Document already ingested ({where}); use force to re-ingest",
                 content_hash=digest)
             return JSONResponse(dup.model_dump())
+    if not jobs.accepting:
+        raise HTTPException(status_code=503, detail="The server is shutting down; retry "
+                                                    "the upload later")
     job_id = await run_in_threadpool(jobs.insert, digest, name, ontology, user.client_id)
     jobs.start(job_id, text, name, ontology)
     log.info("%s queued %s for ontology %s as %s (auto_approve=%s)", user.client_id,

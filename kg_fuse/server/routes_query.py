@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Annotated
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter
 
 from kg_fuse.limits import shown
-from kg_fuse.server.auth import Principal
-from kg_fuse.server.deps import AppContext, AuthFirstRoute, get_ctx, require_user
+from kg_fuse.server import repository
+from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
 from kg_fuse.server.schemas import (
     ConceptDetailsResponse,
     ConceptInstance,
@@ -34,8 +33,8 @@ request_log = logging.getLogger("kg_fuse.server.requests")
 
 router = APIRouter(route_class=AuthFirstRoute)
 
-Ctx = Annotated[AppContext, Depends(get_ctx)]
-User = Annotated[Principal, Depends(require_user)]
+SAMPLE_EVIDENCE = 3  # instances per result when include_evidence is set
+
 
 
 def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
@@ -45,13 +44,14 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
     ids = [cid for cid, _ in outcome.page]
     if outcome.near_miss is not None:
         ids.append(outcome.near_miss.top_id)
-    summaries = graph.concept_summaries(ids)
+    summaries = repository.concept_summaries(graph.store, ids)
 
     def result(cid: str, score: float) -> ConceptSearchResult:
         summary = summaries[cid]
         evidence = None
         if body.include_evidence:
-            evidence = [ConceptInstance(**i) for i in graph.sample_evidence(cid)]
+            evidence = [ConceptInstance(**i)
+                        for i in repository.instances(graph.store, cid, SAMPLE_EVIDENCE)]
         return ConceptSearchResult(concept_id=cid, score=score, sample_evidence=evidence,
                                    **summary)
 
@@ -66,6 +66,7 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
         top_match=result(near.top_id, near.top_score) if near else None,
         threshold_used=threshold,
         offset=body.offset,
+        threshold_presets=graph.presets(),
     )
 
 
@@ -80,38 +81,27 @@ async def search(body: SearchRequest, ctx: Ctx, _user: User) -> SearchResponse:
 
 def _concept_details(graph: KnowledgeGraph, concept_id: str) -> ConceptDetailsResponse:
     store = graph.store
-    row = store.query_one("SELECT id, label, description, search_terms, signature "
-                          "FROM concepts WHERE id = ?", (concept_id,))
-    if row is None:
-        raise HTTPException(status_code=404, detail=f"Concept '{concept_id}' not found")
+    row = repository.concept(store, concept_id)
     relationships = [
         ConceptRelationship(to_id=r["to_id"], to_label=r["label"], rel_type=r["rel_type"],
                             confidence=r["confidence"],
                             source="inference" if r["rel_type"] == "SIMILAR_TO"
                             else "extraction")
-        for r in store.query(
-            "SELECT r.to_id, c.label, r.rel_type, r.confidence FROM relationships r "
-            "JOIN concepts c ON c.id = r.to_id WHERE r.from_id = ? "
-            "ORDER BY r.rel_type, r.confidence DESC, c.label", (concept_id,))
+        for r in repository.relationships(store, concept_id)
     ]
     provenance_docs = [
         ProvenanceDocument(document_id=r["id"], filename=r["filename"],
                            source_type=r["source_type"], source_path=r["source_path"],
                            source_count=r["n"])
-        for r in store.query(
-            "SELECT d.id, d.filename, d.source_type, d.source_path, "
-            "COUNT(DISTINCT c.source_id) AS n FROM instances i "
-            "JOIN chunks c ON c.source_id = i.source_id "
-            "JOIN documents d ON d.id = c.document_id WHERE i.concept_id = ? "
-            "GROUP BY d.id ORDER BY d.filename", (concept_id,))
+        for r in repository.provenance_documents(store, concept_id)
     ]
     return ConceptDetailsResponse(
         concept_id=row["id"],
         label=row["label"],
         description=row["description"] or "",
         search_terms=json.loads(row["search_terms"] or "[]"),
-        documents=graph.ontologies_of([concept_id]).get(concept_id, []),
-        instances=[ConceptInstance(**i) for i in graph.instances(concept_id)],
+        documents=repository.ontologies_of(store, [concept_id]).get(concept_id, []),
+        instances=[ConceptInstance(**i) for i in repository.instances(store, concept_id)],
         relationships=relationships,
         provenance=ConceptProvenance(documents=provenance_docs),
         signature=row["signature"] or None,

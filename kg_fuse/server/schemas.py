@@ -93,6 +93,8 @@ class SearchResponse(BaseModel):
     top_match: ConceptSearchResult | None = None
     threshold_used: float
     offset: int
+    # ours: the intensity presets for the default in force ({"exact", "comprehensive"})
+    threshold_presets: dict[str, float] | None = None
 
 
 # -- concept details --------------------------------------------------------------------
@@ -281,6 +283,8 @@ class ThresholdResponse(BaseModel):
     set_by: str | None = None  # administrator's client id
     set_at: str | None = None
     recalibrates_after_change: float | None = None  # fraction of the calibrated count
+    presets: dict[str, float] | None = None  # exact / comprehensive for this default
+    preset_rule: str | None = None
 
 
 class ThresholdUpdate(BaseModel):
@@ -307,6 +311,7 @@ class DocumentConceptsResponse(BaseModel):
     filename: str
     concepts: list[DocumentConcept]
     total: int
+    warnings: list[str] = []  # ours: near-duplicate sections found at ingestion
 
 
 class DocumentDeleteResponse(BaseModel):

@@ -1,7 +1,8 @@
 """The knowledge graph the routes talk to: store + model + in-memory index.
 
 Methods here are blocking; routes call them through worker threads. The index is
-replaced as a whole after content changes (see :mod:`kg_fuse.server.index`).
+swapped in as one reference after content changes: built from the old one with rows
+added or removed, never reloaded from SQLite (see :mod:`kg_fuse.server.index`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.index import ConceptIndex, load_fused, memberships
+from kg_fuse.server.presets import derive as derive_presets
 from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,12 @@ class NearMiss:
     suggested: float
     top_id: str
     top_score: float
+
+
+def near_duplicate_warning(dup: dict) -> str:
+    """The one wording of a near-duplicate warning (job result, document status)."""
+    return (f"near-duplicate: section {dup['label']!r} is {dup['similarity']:.2f} similar "
+            f"to existing concept {dup['similar_label']!r}")
 
 
 @dataclass
@@ -63,6 +70,7 @@ class KnowledgeGraph:
         self.index = ConceptIndex()
         self.vocabulary: frozenset[str] = frozenset()
         self._write_lock = threading.Lock()
+        self._presets: tuple[float, str | None, dict[str, float]] | None = None
 
     # -- threshold (ADR-508) -----------------------------------------------------------
 
@@ -92,6 +100,18 @@ class KnowledgeGraph:
                 conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) "
                              "DO UPDATE SET value = excluded.value", (key, value_text))
 
+    def presets(self) -> dict[str, float]:
+        """The intensity presets for the current default, from the last calibration."""
+        default = self.default_threshold()
+        raw = self.store.get_setting(calibrate.CALIBRATION_KEY)
+        if self._presets is None or self._presets[:2] != (default, raw):
+            try:
+                report = None if raw is None else json.loads(raw)
+            except ValueError:
+                report = None
+            self._presets = (default, raw, derive_presets(default, report))
+        return dict(self._presets[2])
+
     # -- search ------------------------------------------------------------------------
 
     def keyword_scores(self, query: str, index: ConceptIndex) -> dict[str, float]:
@@ -118,55 +138,6 @@ class KnowledgeGraph:
                                      suggested=round(min(s for _, s in below) - 0.02, 2),
                                      top_id=below[0][0], top_score=below[0][1])
         return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss)
-
-    def concept_summaries(self, ids: list[str]) -> dict[str, dict]:
-        """Label, description, ontology names and evidence count of each concept."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        out: dict[str, dict] = {
-            r["id"]: {"label": r["label"], "description": r["description"] or "",
-                      "documents": [], "evidence_count": 0}
-            for r in self.store.query(
-                f"SELECT id, label, description FROM concepts WHERE id IN ({marks})", ids)
-        }
-        for r in self.store.query(
-            f"SELECT concept_id, COUNT(*) AS n FROM instances WHERE concept_id IN ({marks}) "
-            "GROUP BY concept_id", ids):
-            out[r["concept_id"]]["evidence_count"] = r["n"]
-        for cid, names in self.ontologies_of(ids).items():
-            out[cid]["documents"] = names
-        return out
-
-    def ontologies_of(self, ids: list[str]) -> dict[str, list[str]]:
-        marks = ",".join("?" * len(ids))
-        names: dict[str, list[str]] = defaultdict(list)
-        for r in self.store.query(
-            "SELECT DISTINCT i.concept_id, o.name FROM instances i "
-            "JOIN chunks c ON c.source_id = i.source_id "
-            "JOIN documents d ON d.id = c.document_id "
-            f"JOIN ontologies o ON o.id = d.ontology_id WHERE i.concept_id IN ({marks}) "
-            "ORDER BY o.name", ids):
-            names[r["concept_id"]].append(r["name"])
-        return names
-
-    def sample_evidence(self, concept_id: str, limit: int = 3) -> list[dict]:
-        return self.instances(concept_id)[:limit]
-
-    def instances(self, concept_id: str) -> list[dict]:
-        rows = self.store.query(
-            "SELECT i.quote, o.name AS ontology, c.paragraph, c.source_id, c.full_text, "
-            "d.content_type, d.filename, d.source_type, d.source_path FROM instances i "
-            "JOIN chunks c ON c.source_id = i.source_id "
-            "JOIN documents d ON d.id = c.document_id "
-            "JOIN ontologies o ON o.id = d.ontology_id WHERE i.concept_id = ? ORDER BY i.id",
-            (concept_id,))
-        return [{"quote": r["quote"], "document": r["ontology"], "paragraph": r["paragraph"],
-                 "source_id": r["source_id"], "full_text": r["full_text"] or "",
-                 "content_type": r["content_type"], "has_image": False, "image_uri": None,
-                 "storage_key": None, "filename": r["filename"],
-                 "source_type": r["source_type"], "source_path": r["source_path"],
-                 "source_hostname": None} for r in rows]
 
     # -- content -----------------------------------------------------------------------
 
@@ -195,6 +166,7 @@ class KnowledgeGraph:
             if embedded:
                 content.link_similar(self.store, self.index, embedded)
             outcome = IngestOutcome(len(embedded), self._near_duplicates(before, embedded))
+            self._record_near_duplicates(docs, outcome.near_duplicates)
         self.recalibrate_if_drifted()
         return outcome
 
@@ -215,6 +187,18 @@ class KnowledgeGraph:
         return [{"concept_id": cid, "label": labels.get(cid, cid), "similar_to": other,
                  "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
                 for cid, other, sim in pairs]
+
+    def _record_near_duplicates(self, docs: list[DocumentSpec], found: list[dict]) -> None:
+        """Keep each document's near-duplicates with it: its status in the catalog."""
+        if not found:
+            return
+        with self.store.transaction(content_change=True) as conn:
+            for doc in docs:
+                own = {c.id for c in doc.concepts}
+                mine = [d for d in found if d["concept_id"] in own]
+                if mine:
+                    conn.execute("UPDATE documents SET near_duplicates = ? WHERE id = ?",
+                                 (json.dumps(mine), doc.id))
 
     def remove_ontology(self, name: str) -> dict[str, int] | None:
         with self._write_lock:

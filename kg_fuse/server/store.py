@@ -15,7 +15,6 @@ import json
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,7 +43,8 @@ CREATE TABLE IF NOT EXISTS documents (
     content_type TEXT NOT NULL DEFAULT 'document',
     source_type TEXT,
     source_path TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    near_duplicates TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS documents_ontology ON documents(ontology_id);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -131,11 +131,28 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_hash ON jobs(content_hash);
 """
 
+#: The instances -> chunks -> documents -> ontologies join, written once: one row per
+#: piece of evidence, with where it comes from. SQLite flattens the view into the query
+#: that reads it, so filtering it costs what the join would. Recreated at every open, so
+#: a new definition replaces an older store's.
+EVIDENCE_VIEW = """
+DROP VIEW IF EXISTS evidence;
+CREATE VIEW evidence AS
+SELECT i.id AS instance_id, i.concept_id, i.quote, c.source_id, c.paragraph, c.full_text,
+       d.id AS document_id, d.filename, d.content_type, d.source_type, d.source_path,
+       d.ontology_id, o.name AS ontology
+FROM instances i
+JOIN chunks c ON c.source_id = i.source_id
+JOIN documents d ON d.id = c.document_id
+JOIN ontologies o ON o.id = d.ontology_id;
+"""
+
 #: Columns added after the first release: (name, declaration) per table, applied with
 #: ALTER TABLE when an existing store lacks them.
 ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "concepts": (("signature", "TEXT NOT NULL DEFAULT ''"),
                  ("examples", "TEXT NOT NULL DEFAULT ''")),
+    "documents": (("near_duplicates", "TEXT NOT NULL DEFAULT '[]'"),),
 }
 
 
@@ -153,6 +170,7 @@ class Store:
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
         self._add_missing_columns()
+        self._conn.executescript(EVIDENCE_VIEW)
         self._migrate_single_vectors()
         log.info("store opened at %s", path)
 
@@ -242,19 +260,7 @@ class Store:
         raw = self.get_setting(EPOCH_KEY)
         return int(raw) if raw is not None else 0
 
-    def bump_epoch(self) -> int:
-        with self.transaction(content_change=True):
-            pass
-        return self.epoch()
-
     # -- counts ------------------------------------------------------------------------
 
     def concept_count(self) -> int:
         return int(self.scalar("SELECT COUNT(*) FROM concepts") or 0)
-
-    def embedding_count(self) -> int:
-        """Concepts with stored view vectors."""
-        return int(self.scalar("SELECT COUNT(DISTINCT concept_id) FROM concept_views") or 0)
-
-    def now(self) -> float:
-        return time.time()

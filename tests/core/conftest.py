@@ -95,7 +95,10 @@ async def core(request: pytest.FixtureRequest, server_app: ServerApp, tmp_path: 
     store = QueryStore(tmp_path / "mount-state")
     ops = assemble(options, client, store, store.load())
     kernel = install_fake_kernel(monkeypatch, ops)
+    app = server_app.app
     try:
-        yield Core(ops, FsDriver(ops), kernel, client, server_app, tmp_path / "mount-state")
+        async with app.router.lifespan_context(app):  # as uvicorn runs it: the job worker
+            yield Core(ops, FsDriver(ops), kernel, client, server_app,
+                       tmp_path / "mount-state")
     finally:
         await client.aclose()

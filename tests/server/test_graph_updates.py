@@ -140,3 +140,76 @@ def test_small_change_keeps_the_calibrated_default(graph: KnowledgeGraph) -> Non
     calibrated = graph.provenance()
     graph.add_documents([doc(COPY, "notes.md")])  # 1 more of 12: under 20%
     assert graph.provenance() == calibrated
+
+
+async def test_near_duplicates_are_the_documents_status(graph: KnowledgeGraph) -> None:
+    """The catalog listing and the document's concepts carry the warnings (real app)."""
+    import httpx
+
+    from kg_fuse.server import auth
+    from kg_fuse.server.app import create_app
+
+    admin_default(graph)
+    graph.add_documents([doc(SAUCES, "sauces.md"), doc(BREAD, "bread.md")])
+    copy = doc(COPY, "notes.md")
+    outcome = graph.add_documents([copy])
+    assert len(outcome.near_duplicates) == 1
+    client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
+    token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
+                             3600).access_token
+    transport = httpx.ASGITransport(app=create_app(graph, token_ttl=3600))
+    async with httpx.AsyncClient(transport=transport, base_url="http://kg",
+                                 headers={"Authorization": f"Bearer {token}"}) as http:
+        root = (await http.get("/catalog/children")).json()
+        kitchen = next(n["id"] for n in root["nodes"] if n["name"] == "kitchen")
+        listing = (await http.get("/catalog/children", params={
+            "parent": kitchen, "parent_kind": "ontology"})).json()
+        status = {n["name"]: n["properties"] for n in listing["nodes"]}
+        assert status["bread.md"]["warnings"] == [] == status["sauces.md"]["warnings"]
+        warnings = status["notes.md"]["warnings"]
+        assert len(warnings) == 1 and "'Roux basics'" in warnings[0] \
+            and "'Making a roux'" in warnings[0] and "near-duplicate" in warnings[0]
+        assert status["notes.md"]["near_duplicates"][0]["similar_label"] == "Making a roux"
+        detail = (await http.get(f"/documents/{copy.id}/concepts")).json()
+        assert detail["warnings"] == warnings
+        assert (await http.get(f"/documents/{doc(SAUCES, 's.md').id}/concepts")
+                ).json()["warnings"] == []
+
+
+async def test_jobs_run_in_the_apps_lifespan_and_stop_with_it(graph: KnowledgeGraph) -> None:
+    """Under trio (anyio, not asyncio): an upload is queued, the lifespan's worker runs it;
+    after shutdown no worker is left and an upload is refused with a 503."""
+    import httpx
+    import trio
+
+    from kg_fuse.server import auth
+    from kg_fuse.server.app import create_app
+
+    admin_default(graph)
+    client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
+    token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
+                             3600).access_token
+    app = create_app(graph, token_ttl=3600)
+
+    def client() -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://kg",
+                                 headers={"Authorization": f"Bearer {token}"})
+
+    async def upload(http: httpx.AsyncClient, text: str, name: str) -> httpx.Response:
+        return await http.post("/ingest", data={"ontology": "kitchen"},
+                               files={"file": (name, text.encode(), "text/markdown")})
+
+    async with app.router.lifespan_context(app), client() as http:
+        first = (await upload(http, SAUCES, "sauces.md")).json()
+        second = (await upload(http, BREAD, "bread.md")).json()
+        with trio.fail_after(120):
+            while (job := (await http.get(f"/jobs/{second['job_id']}")).json())[
+                    "status"] not in ("completed", "failed"):
+                await trio.sleep(0.1)
+        assert job["status"] == "completed" and job["result"]["concepts_created"] == 3
+        assert (await http.get(f"/jobs/{first['job_id']}")).json()["status"] == "completed"
+    assert not app.state.ctx.jobs.accepting
+    async with client() as http:
+        refused = await upload(http, COPY, "notes.md")
+    assert refused.status_code == 503 and "shutting down" in refused.json()["detail"]

@@ -84,6 +84,28 @@ def test_put_threshold_changes_the_next_omitted_search(admin: httpx.Client) -> N
         == before
 
 
+def test_presets_are_published_with_the_default_and_follow_it(admin: httpx.Client,
+                                                              server: KGServer) -> None:
+    """exact/comprehensive come from the calibration, beside the default, for any user."""
+    config = admin.get(THRESHOLD).json()
+    default, presets = config["threshold"], config["presets"]
+    assert presets["comprehensive"] < default < presets["exact"] <= 0.99
+    assert presets["comprehensive"] >= default - 0.10 and "median" in config["preset_rule"]
+    with server.client("user") as user:
+        body = user.post("/query/search", json={"query": RELEVANT}).json()
+        assert body["threshold_used"] == default and body["threshold_presets"] == presets
+    try:
+        admin.put(THRESHOLD, json={"threshold": 0.9})
+        raised = admin.get(THRESHOLD).json()["presets"]
+        assert raised["exact"] == 0.95 and 0.8 <= raised["comprehensive"] <= 0.88
+        with server.client("user") as user:
+            assert user.post("/query/search", json={"query": RELEVANT}).json()[
+                "threshold_presets"] == raised
+    finally:
+        admin.put(THRESHOLD, json={"threshold": default})
+    assert admin.get(THRESHOLD).json()["presets"] == presets
+
+
 def test_create_and_delete_ontology_bump_the_epoch(admin: httpx.Client) -> None:
     name = "Odd name? #1 50% / more"
     e0 = epoch(admin)

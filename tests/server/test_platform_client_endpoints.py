@@ -31,7 +31,7 @@ def documents(http: httpx.Client, ontology: str = COMPRESSION) -> dict[str, str]
 def test_document_concepts_in_the_contract_shape(http):
     doc_id = next(iter(documents(http).values()))
     body = http.get(f"/documents/{doc_id}/concepts").json()
-    assert set(body) == {"document_id", "filename", "concepts", "total"}
+    assert set(body) == {"document_id", "filename", "concepts", "total", "warnings"}
     assert body["document_id"] == doc_id and body["filename"]
     assert body["total"] == len(body["concepts"]) > 0
     rows = body["concepts"]

@@ -38,7 +38,8 @@ def server_default(kg_server: KGServer) -> float:
 def test_response_has_every_contract_field(http: httpx.Client) -> None:
     body = search(http, RELEVANT, limit=5)
     assert set(body) == {"query", "count", "results", "below_threshold_count",
-                         "suggested_threshold", "top_match", "threshold_used", "offset"}
+                         "suggested_threshold", "top_match", "threshold_used", "offset",
+                         "threshold_presets"}  # the last is ours (an extra field)
     assert body["query"] == RELEVANT and body["offset"] == 0
     assert body["count"] == len(body["results"]) == 5
     for result in body["results"]:

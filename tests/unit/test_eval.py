@@ -12,7 +12,7 @@ from kg_fuse.cli import main
 from kg_fuse.eval import sets
 from kg_fuse.eval.report import Distribution, format_text, percentile, summary, to_json
 from kg_fuse.eval.runner import EvalRun, GibberishResult, RelevantResult
-from kg_fuse.server.corpus.markdown import read_folder, section_labels
+from kg_fuse.server.corpus.markdown import read_folder
 
 
 def test_shipped_sets_have_the_promised_size_and_shapes() -> None:
@@ -30,7 +30,7 @@ def test_shipped_sets_have_the_promised_size_and_shapes() -> None:
 
 
 def test_kitchen_expectations_name_real_sections() -> None:
-    labels = set(section_labels(read_folder(sets.CORPORA_DIR / "kitchen")))
+    labels = {c.label for d in read_folder(sets.CORPORA_DIR / "kitchen") for c in d.concepts}
     assert 30 <= len(labels) <= 80
     for query in sets.load("kitchen").relevant:
         assert set(query.expect) <= labels, query.text

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -107,8 +106,3 @@ def read_folder(folder: Path, ontology: str | None = None) -> list[DocumentSpec]
         docs.append(parse_text_document(text, rel, name, source_path=str(path)))
     log.info("read %d documents from %s into ontology %r", len(docs), folder, name)
     return docs
-
-
-def section_labels(docs: Iterable[DocumentSpec]) -> list[str]:
-    """All concept labels, in document order (handy for logs and tests)."""
-    return [c.label for d in docs for c in d.concepts]

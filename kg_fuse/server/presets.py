@@ -1,0 +1,63 @@
+"""Intensity presets (exact / comprehensive), derived from the calibration.
+
+ChromaDB's presets are fixed numbers (0.7 / 0.5 / 0.3): the split-brain ADR-508 removed.
+Here they are published by the server next to the default, computed from what the last
+calibration measured on this corpus, and always relative to the current default, so they
+follow it when an administrator sets it or the corpus is recalibrated:
+
+    exact         = default + (median relevant-probe score - default) / 2,
+                    at least default + 0.05, at most 0.99
+    comprehensive = default - (default - noise median) / 2,
+                    within [default - 0.10, default - 0.02]
+
+The default is the line between noise and relevant matches. ``exact`` moves halfway from
+it towards a typical relevant match of this corpus (the calibration's probes ask for a
+concept with words of its own description, so their median is an upper reference; the
+full median would keep only the very closest matches). ``comprehensive`` moves halfway
+down towards where a typical nonsense query's best match lands (the noise median: half
+of all noise would list something there), never more than 0.10: below the default, the
+calibrated noise floor, its extra results may be noise.
+
+Without a calibration report (a store never calibrated), the fixed offsets the client
+falls back on apply: +0.10 and -0.06.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+
+EXACT_STEP = 0.05
+EXACT_CAP = 0.99
+COMPREHENSIVE_STEP = 0.02
+COMPREHENSIVE_MAX_DROP = 0.10
+FALLBACK_OFFSETS: dict[str, float] = {"exact": 0.10, "comprehensive": -0.06}
+RULE = ("exact = default + (median relevant-probe score - default) / 2 within "
+        "[default + 0.05, 0.99]; comprehensive = default - (default - noise median) / 2 "
+        "within [default - 0.10, default - 0.02]")
+
+
+def _up(value: float) -> float:
+    return math.ceil(round(value * 100, 6)) / 100
+
+
+def _down(value: float) -> float:
+    return math.floor(round(value * 100, 6)) / 100
+
+
+def derive(default: float, report: Mapping | None) -> dict[str, float]:
+    """The preset values for ``default`` given the stored calibration ``report``."""
+    probes = report.get("probes") if isinstance(report, Mapping) else None
+    scores = sorted(float(p[1]) for p in probes or ()
+                    if isinstance(p, list | tuple) and len(p) > 1 and float(p[1]) > 0)
+    if not scores:
+        return {word: round(min(1.0, max(0.0, default + offset)), 2)
+                for word, offset in FALLBACK_OFFSETS.items()}
+    median = statistics.median(scores)
+    exact = min(EXACT_CAP, max(_up(default + EXACT_STEP), _up((default + median) / 2)))
+    noise_median = float(report.get("gibberish_median") or 0.0)
+    comprehensive = min(default - COMPREHENSIVE_STEP,
+                        max(default - COMPREHENSIVE_MAX_DROP, (default + noise_median) / 2))
+    return {"exact": max(exact, round(default, 2)),
+            "comprehensive": max(0.0, _down(comprehensive))}

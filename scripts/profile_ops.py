@@ -25,7 +25,6 @@ import os
 import resource
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -124,12 +123,6 @@ class Column:
         return json.loads(self.stats.read_text())
 
 
-def shell_pass(dirs: list[Path]) -> None:
-    names = " ".join(f"'{d}'" for d in dirs)
-    subprocess.run(["sh", "-c", f"ls -l {names} > /dev/null && "
-                    f"for d in {names}; do cat \"$d\"/*; done > /dev/null"], check=True)
-
-
 def measure(column: Column, workload: Callable[[list[Path]], object]) -> dict:
     before = column.snapshot()
     started = time.perf_counter()
@@ -187,7 +180,7 @@ def table(title: str, ours: dict, ref: dict) -> list[str]:
 
 
 def profile(workdir: Path, repeat: int, server_env: dict[str, str] | None) -> list[str]:
-    from bench_speed import TEXTS, ProcessMount, snapshot_tree, warm_pass
+    from bench_speed import TEXTS, ProcessMount, shell_pass, snapshot_tree, warm_pass
 
     from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
     from tests.helpers.server import KGServer

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from tests.fs.conftest import ServerAdmin
 from tests.helpers.mount import Mount
 
 pytestmark = pytest.mark.mount
@@ -103,13 +104,21 @@ def test_a_non_empty_mountpoint_is_refused_unless_nonempty(mount_factory, kg_ser
     assert (target / "mine.txt").read_text() == "keep me"
 
 
+@pytest.fixture(scope="module")
+def recipes_server(kg_server_clone):
+    server = kg_server_clone()  # one copy for this module; each test's ontology is new
+    yield server
+    server.stop()  # its memory back before the next module's servers start
+
+
 @pytest.fixture
-def recipes(kg_server_clone, mount_factory):
-    server = kg_server_clone()
-    mount = mount_factory(server=server, extra_args=FAST,
+def recipes(recipes_server, mount_factory):
+    mount = mount_factory(server=recipes_server, extra_args=FAST,
                           allowed_log=[r"WARNING kg_fuse.fs.ingest"])
     mount.path("ontology", "Recipes").mkdir()
-    return mount
+    yield mount
+    admin = ServerAdmin(recipes_server)  # with its documents: the next test starts empty
+    assert admin.http.delete("/ontology/Recipes").status_code == 200
 
 
 def test_ingest_and_documents_carry_real_times(recipes: Mount, tmp_path) -> None:

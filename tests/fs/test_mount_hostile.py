@@ -26,7 +26,9 @@ INGEST_WARNINGS = [r"WARNING kg_fuse.fs.ingest", r"WARNING kg_fuse.fs.errors"]
 
 @pytest.fixture(scope="module")
 def farm_server(kg_server_clone):
-    return kg_server_clone()  # one copy for this module: some tests change content
+    server = kg_server_clone()  # one copy for this module: some tests change content
+    yield server
+    server.stop()  # its memory back before the next module's servers start
 
 
 @pytest.fixture

@@ -74,16 +74,25 @@ def test_links_persist_across_a_remount(mount_factory) -> None:
 
 # -- ingestion -----------------------------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def farm_server(kg_server_clone):
+    server = kg_server_clone()  # one copy for this module; each test's ontologies are new
+    yield server
+    server.stop()  # its memory back before the next module's servers start
+
+
 @pytest.fixture
-def farm(kg_server_clone, mount_factory, tmp_path):
-    server = kg_server_clone()
-    mount = mount_factory(server=server, extra_args=FAST,
+def farm(farm_server, mount_factory, tmp_path):
+    admin = ServerAdmin(farm_server)
+    mount = mount_factory(server=farm_server, extra_args=FAST,
                           allowed_log=[r"WARNING kg_fuse.fs.ingest"])
     mount.path("ontology", "Farm").mkdir()
     mount.path("ontology", "Zoo").mkdir()
     source = tmp_path / "zebra.md"
     source.write_text(ZEBRA)
-    return mount, source, ServerAdmin(server)
+    yield mount, source, admin
+    for name in ("Farm", "Zoo"):  # with their documents: the next test starts empty
+        assert admin.http.delete(f"/ontology/{name}").status_code == 200
 
 
 def test_copying_a_file_in_ingests_it(farm) -> None:

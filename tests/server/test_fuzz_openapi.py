@@ -23,7 +23,9 @@ modes: Counter[str] = Counter()
 
 @pytest.fixture(scope="module")
 def fuzz_server(kg_server_clone):
-    return kg_server_clone()  # a copy: the fuzzer creates and deletes things
+    server = kg_server_clone()  # a copy: the fuzzer creates and deletes things
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")

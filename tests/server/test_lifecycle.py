@@ -39,7 +39,9 @@ Bannetons support the dough's shape during the final rise.
 
 @pytest.fixture(scope="module")
 def server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServer]:
-    yield kg_server_clone()
+    server = kg_server_clone()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -22,6 +22,17 @@ from tests.helpers.store import built_store  # noqa: E402
 STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the store before the first test that needs it, outside any test's timeout
+    (a first build on a loaded machine takes minutes)."""
+    if any("small_store" in getattr(item, "fixturenames", ()) for item in session.items):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"the small test corpus's store: {STORE_CACHE} "
+                                "(built once, then copied; a first build takes minutes)")
+        built_store(STORE_CACHE)
+
+
 @pytest.fixture(scope="session")
 def small_store() -> Path:
     """A built, calibrated store of ``SMALL_TEST_MODULES`` (``kg-fuse index``), made once

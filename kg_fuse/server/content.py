@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kg_fuse.server import acronyms
 from kg_fuse.server.corpus import DocumentSpec, concept_id
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.store import Store
-from kg_fuse.server.views import split_name, view_texts
+from kg_fuse.server.views import embedded_views, split_name, view_texts
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +163,20 @@ class ConceptText:
     examples: str
 
 
+#: Append the long forms of the acronyms a concept uses (see :mod:`acronyms`).
+EXPAND_ACRONYMS = True
+
+
+def corpus_acronyms(store: Store) -> dict[str, str]:
+    """The acronyms the stored corpus defines in its own text (lower case -> long form)."""
+    if not EXPAND_ACRONYMS:
+        return {}
+    return acronyms.build_map(r[0] for r in store.query("SELECT full_text FROM chunks"))
+
+
 def _concept_texts(store: Store, where: str) -> list[ConceptText]:
     """The texts of the concepts matching ``where``, in id order."""
+    defined = corpus_acronyms(store)
     rows = store.query(f"SELECT * FROM concepts WHERE {where} ORDER BY id")
     evidence: dict[str, list[str]] = defaultdict(list)
     ids = [r["id"] for r in rows]
@@ -176,31 +189,35 @@ def _concept_texts(store: Store, where: str) -> list[ConceptText]:
     for r in rows:
         keys = r.keys()
         signature = (r["signature"] or "") if "signature" in keys else ""
-        views = view_texts(r["label"], r["description"] or "", signature=signature,
+        description = r["description"] or ""
+        description = acronyms.expand(description, f"{r['label']} {description}", defined)
+        views = view_texts(r["label"], description, signature=signature,
                            examples=(r["examples"] or "") if "examples" in keys else "",
                            evidence=evidence.get(r["id"], []))
         out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
-                               r["description"] or "", views.get("examples", "")))
+                               description, views.get("examples", "")))
     return out
 
 
 def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> list[str]:
-    """Embed the views of every concept that has none stored yet; returns their ids.
+    """Embed the weighted views of every concept that lacks one; returns their ids.
 
+    Only the views with a fusion weight are embedded (:func:`views.embedded_views`):
+    the build costs one model pass per weighted view. A store embedded before views
+    existed has its single vector as the description view and is not re-embedded.
     Also indexes their text for keyword search, in the same transaction.
     """
-    # Every concept has a name view; one without was never embedded, or was embedded
-    # before views existed (its single vector became the description view).
-    concepts = _concept_texts(
-        store, "id NOT IN (SELECT concept_id FROM concept_views WHERE view = 'name')")
+    wanted = embedded_views()
+    have: dict[str, set[str]] = defaultdict(set)
+    for r in store.query("SELECT concept_id, view FROM concept_views"):
+        have[r["concept_id"]].add(r["view"])
+    lacking = " OR ".join(
+        f"id NOT IN (SELECT concept_id FROM concept_views WHERE view = '{v}')" for v in wanted)
+    concepts = _concept_texts(store, lacking)
     if not concepts:
         return []
-    have: dict[str, set[str]] = defaultdict(set)
-    for r in store.query("SELECT concept_id, view FROM concept_views WHERE concept_id NOT IN "
-                         "(SELECT concept_id FROM concept_views WHERE view = 'name')"):
-        have[r["concept_id"]].add(r["view"])
-    jobs = [(c.id, view, text) for c in concepts for view, text in c.views.items()
-            if view not in have[c.id]]
+    jobs = [(c.id, view, c.views[view]) for c in concepts for view in wanted
+            if view in c.views and view not in have[c.id]]
     # Similar lengths in a batch mean less padding: about twice as fast on CPU.
     jobs.sort(key=lambda j: len(j[2]))
     log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),

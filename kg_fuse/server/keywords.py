@@ -41,6 +41,8 @@ import sqlite3
 import unicodedata
 from collections.abc import Iterable
 
+from cachetools import LRUCache
+
 PER_TERM = 200          # keyword candidates fetched per query term
 MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
 COMMON_FRACTION = 0.1
@@ -49,9 +51,24 @@ TYPO_PENALTY = 0.5
 #: Column weights for bm25(): concept_id (unindexed), name, signature, description,
 #: examples. A word in the name says more than the same word deep in the examples.
 BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0, 1.0)
+#: How much of the vector score a query loses when the corpus knows none of its words.
+UNFAMILIAR_DISCOUNT = 0.4
+CACHED_TERMS = 2048     # terms whose top rows are kept (about 200 rows each)
 
+_BM25_ARGS = ", ".join(str(w) for w in BM25_WEIGHTS)
 _TOKEN = re.compile(r"[^\W_]+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class TermCache:
+    """What a term's lookups return while the indexed text stays the same: its document
+    count and its normalised top rows. A search repeats the same few hundred words, so
+    most queries then touch SQLite not at all. Owned by one index generation (the
+    knowledge graph makes a new one whenever the text changes); bounded (LRU)."""
+
+    def __init__(self, maxsize: int = CACHED_TERMS) -> None:
+        self.counts: LRUCache[str, int] = LRUCache(maxsize * 8)
+        self.rows: LRUCache[tuple[str, int], list[tuple[str, float]]] = LRUCache(maxsize)
 
 
 def _fold(text: str) -> str:
@@ -89,6 +106,36 @@ def load_vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
     return frozenset(r[0] for r in conn.execute("SELECT term FROM concept_terms"))
 
 
+def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
+    """The share of the query's words this corpus has never seen, in [0, 1].
+
+    Words are the query's tokens of two or more characters with a letter in them; a word
+    the corpus lacks but that is one typo from a word it has (the keyword rule: five or
+    more letters) counts half. A query without such words (digits and punctuation
+    only) is wholly unknown.
+    """
+    words = [t for t in tokens(query) if len(t) >= 2 and any(c.isalpha() for c in t)]
+    if not words:
+        return 1.0
+    unknown = 0.0
+    for word in words:
+        if word in vocabulary:
+            continue
+        typo = (len(word) >= TYPO_MIN_CHARS and word.isalpha() and word.isascii()
+                and not edits1(word).isdisjoint(vocabulary))
+        unknown += TYPO_PENALTY if typo else 1.0
+    return unknown / len(words)
+
+
+def familiarity(query: str, vocabulary: frozenset[str],
+                discount: float = UNFAMILIAR_DISCOUNT) -> float:
+    """The factor a query's vector scores are multiplied by: 1 when the corpus knows every
+    word of it, ``1 - discount`` when it knows none (see docs/server.md, "Familiarity")."""
+    if not vocabulary:
+        return 1.0
+    return 1.0 - discount * unknown_fraction(query, vocabulary)
+
+
 def add_to_vocabulary(vocabulary: frozenset[str], texts: Iterable[str]) -> frozenset[str]:
     """The vocabulary with the words of new texts (removed words may linger: harmless,
     a stale candidate matches nothing)."""
@@ -96,20 +143,31 @@ def add_to_vocabulary(vocabulary: frozenset[str], texts: Iterable[str]) -> froze
     return vocabulary | new if new - vocabulary else vocabulary
 
 
-def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str]) -> dict[str, int]:
+def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
+                cache: TermCache | None = None) -> dict[str, int]:
+    """Term -> number of concepts containing it (absent terms left out).
+
+    ``cache`` saves the lookups of terms seen before (0 stands for absent).
+    """
     counts: dict[str, int] = {}
     for term in terms:  # one indexed lookup each: fts5vocab scans for IN (...)
-        row = conn.execute("SELECT doc FROM concept_terms WHERE term = ?", (term,)).fetchone()
-        if row is not None:
-            counts[term] = int(row[0])
+        n = cache.counts.get(term) if cache is not None else None
+        if n is None:
+            row = conn.execute("SELECT doc FROM concept_terms WHERE term = ?",
+                               (term,)).fetchone()
+            n = int(row[0]) if row is not None else 0
+            if cache is not None:
+                cache.counts[term] = n
+        if n:
+            counts[term] = n
     return counts
 
 
-def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozenset[str]
-          ) -> tuple[list[tuple[str, float]], float]:
+def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozenset[str],
+          cache: TermCache | None = None) -> tuple[list[tuple[str, float]], float]:
     """The terms to look up with their weights, and the denominator."""
     toks = [t for t in tokens(query) if len(t) >= 2]
-    counts = _doc_counts(conn, toks)
+    counts = _doc_counts(conn, toks, cache)
     terms: list[tuple[str, float]] = []
     denominator = 0.0
     for tok in toks:
@@ -121,7 +179,7 @@ def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozense
         if n:
             terms.append((tok, weight))
         elif len(tok) >= TYPO_MIN_CHARS and tok.isalpha() and tok.isascii():
-            near = _doc_counts(conn, sorted(edits1(tok) & vocabulary))
+            near = _doc_counts(conn, sorted(edits1(tok) & vocabulary), cache)
             if near:
                 best = max(near, key=lambda t: (near[t], t))
                 if near[best] <= COMMON_FRACTION * total:
@@ -131,23 +189,33 @@ def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozense
 
 def keyword_scores(conn: sqlite3.Connection, query: str, total: int,
                    vocabulary: frozenset[str] = frozenset(),
-                   per_term: int = PER_TERM) -> dict[str, float]:
+                   per_term: int = PER_TERM, cache: TermCache | None = None
+                   ) -> dict[str, float]:
     """Concept id -> keyword score in [0, 1] for the concepts the query's words match."""
     if total <= 0:
         return {}
-    terms, denominator = _plan(conn, query, total, vocabulary)
+    terms, denominator = _plan(conn, query, total, vocabulary, cache)
     if not terms or denominator <= 0:
         return {}
-    weights = ", ".join(str(w) for w in BM25_WEIGHTS)
     scores: dict[str, float] = {}
     for term, weight in terms:
-        rows = conn.execute(
-            f"SELECT concept_id, -bm25(concept_text, {weights}) AS s FROM concept_text "
-            "WHERE concept_text MATCH ? ORDER BY s DESC LIMIT ?",
-            (quote(term), per_term)).fetchall()
-        best = max((r[1] for r in rows), default=0.0)
-        if best <= 0:
-            continue
-        for cid, s in rows:
-            scores[cid] = scores.get(cid, 0.0) + weight * max(0.0, s) / best
+        for cid, share in _term_rows(conn, term, per_term, cache):
+            scores[cid] = scores.get(cid, 0.0) + weight * share
     return {cid: min(1.0, s / denominator) for cid, s in scores.items()}
+
+
+def _term_rows(conn: sqlite3.Connection, term: str, per_term: int,
+               cache: TermCache | None) -> list[tuple[str, float]]:
+    """A term's top concepts with bm25 divided by the batch best (in (0, 1])."""
+    key = (term, per_term)
+    if cache is not None and (hit := cache.rows.get(key)) is not None:
+        return hit
+    rows = conn.execute(
+        f"SELECT concept_id, -bm25(concept_text, {_BM25_ARGS}) AS s FROM concept_text "
+        "WHERE concept_text MATCH ? ORDER BY s DESC LIMIT ?",
+        (quote(term), per_term)).fetchall()
+    best = max((r[1] for r in rows), default=0.0)
+    shares = [(cid, max(0.0, s) / best) for cid, s in rows] if best > 0 else []
+    if cache is not None:
+        cache.rows[key] = shares
+    return shares

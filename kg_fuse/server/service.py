@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+
 from kg_fuse.server import calibrate, content, keywords
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
@@ -69,6 +71,8 @@ class KnowledgeGraph:
         self.embedder = embedder
         self.index = ConceptIndex()
         self.vocabulary: frozenset[str] = frozenset()
+        self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
+            None, keywords.TermCache())
         self._write_lock = threading.Lock()
         self._presets: tuple[float, str | None, dict[str, float]] | None = None
 
@@ -114,16 +118,31 @@ class KnowledgeGraph:
 
     # -- search ------------------------------------------------------------------------
 
+    def query_vector(self, query: str, vector: np.ndarray) -> np.ndarray:
+        """The query's embedding scaled by how familiar its words are to this corpus, so
+        every vector score of a query made of words the corpus never uses is discounted
+        (:func:`keywords.familiarity`)."""
+        return vector * np.float32(keywords.familiarity(query, self.vocabulary))
+
     def keyword_scores(self, query: str, index: ConceptIndex) -> dict[str, float]:
-        """The query's keyword scores (FTS5), under the store lock."""
+        """The query's keyword scores (FTS5), under the store lock.
+
+        Term lookups are cached per index generation: every change of the indexed text
+        also swaps the index, which drops the cache.
+        """
+        owner, cache = self._term_cache
+        if owner is not index:
+            cache = keywords.TermCache()
+            self._term_cache = (index, cache)
         with self.store.locked() as conn:
-            return keywords.keyword_scores(conn, query, len(index), self.vocabulary)
+            return keywords.keyword_scores(conn, query, len(index), self.vocabulary,
+                                           cache=cache)
 
     def search(self, query: str, threshold: float, limit: int, offset: int,
                ontology: str | None) -> SearchOutcome:
         """Hybrid score, filter, page, then the near-miss hint (blocking)."""
-        vector = self.embedder.encode_one(query)
         index = self.index
+        vector = self.query_vector(query, self.embedder.encode_one(query))
         keyword = self.keyword_scores(query, index)
         matches = index.search(vector, threshold, ontology=ontology, keyword=keyword)
         page = matches[offset:offset + limit]
@@ -285,7 +304,8 @@ class KnowledgeGraph:
         """Each query's top ``k`` final scores (calibration; one embedding batch)."""
         index = self.index
         vectors = self.embedder.encode(queries)
-        return [index.search(v, 0.0, top_k=k, keyword=self.keyword_scores(q, index))
+        return [index.search(self.query_vector(q, v), 0.0, top_k=k,
+                             keyword=self.keyword_scores(q, index))
                 for q, v in zip(queries, vectors, strict=True)]
 
     def calibrate(self, write: bool) -> calibrate.CalibrationReport:

@@ -31,6 +31,12 @@ VIEWS: tuple[str, ...] = ("name", "description", "examples")
 WEIGHTS: dict[str, float] = {"name": 0.0, "description": 1.0, "examples": 0.0}
 EXAMPLES_CHARS = 400
 
+
+def embedded_views(weights: Mapping[str, float] = WEIGHTS) -> tuple[str, ...]:
+    """The views worth embedding: those with a weight (a zero-weight view would cost
+    build time and change no score). The description view when none has a weight."""
+    return tuple(v for v in VIEWS if weights.get(v, 0.0) > 0) or ("description",)
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[._\s]+")
 _WHITESPACE = re.compile(r"\s+")

@@ -210,6 +210,41 @@ def test_deleting_a_concept_deletes_its_text(store: Store) -> None:
     assert "c_sqrt" not in scores(store, "square root")
 
 
+def test_familiarity_discounts_queries_made_of_words_the_corpus_never_uses() -> None:
+    vocab = frozenset({"sort", "list", "square", "root", "pathname", "the"})
+    assert keywords.unknown_fraction("sort a list", vocab) == 0.0  # "a": too short to count
+    assert keywords.unknown_fraction("xkcdq", vocab) == 1.0
+    assert keywords.unknown_fraction("sort the zzyzx", vocab) == pytest.approx(1 / 3)
+    assert keywords.unknown_fraction("pathnme", vocab) == keywords.TYPO_PENALTY  # one typo
+    for no_words in ("12345", "!!!???", "= :() 87&>6[<8", "", "x 1 y"):
+        assert keywords.unknown_fraction(no_words, vocab) == 1.0
+    d = keywords.UNFAMILIAR_DISCOUNT
+    assert keywords.familiarity("sort a list", vocab) == 1.0
+    assert keywords.familiarity("qwerty", vocab) == pytest.approx(1 - d)
+    assert keywords.familiarity("sort qwerty", vocab) == pytest.approx(1 - d / 2)
+    assert keywords.familiarity("qwerty", frozenset()) == 1.0  # no corpus: no judgement
+
+
+def test_the_term_cache_gives_the_same_scores_without_touching_sqlite(store: Store) -> None:
+    cache = keywords.TermCache()
+    queries = ["sort a list", "pathnme", "square root sqrt", "blorf", "NEAR(sort list)"]
+    with store.locked() as conn:
+        vocab = keywords.load_vocabulary(conn)
+        total = store.concept_count()
+        fresh = [keywords.keyword_scores(conn, q, total, vocab) for q in queries]
+        first = [keywords.keyword_scores(conn, q, total, vocab, cache=cache) for q in queries]
+    assert first == fresh
+    statements: list[str] = []
+    with store.locked() as conn:
+        conn.set_trace_callback(statements.append)
+        try:
+            again = [keywords.keyword_scores(conn, q, total, vocab, cache=cache)
+                     for q in queries]
+        finally:
+            conn.set_trace_callback(None)
+    assert again == fresh and statements == []
+
+
 # -- calibration ----------------------------------------------------------------------
 
 def test_noise_covers_every_shape_and_is_seeded() -> None:

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Search latency of the server's search (what POST /query/search runs: embedding,
+keywords, scan, near-miss hint) on a built store, against references in the same run.
+
+    .venv/bin/python scripts/bench_search.py STORE.sqlite3 [--rounds 5]
+
+Variants, interleaved round by round so a shared machine's load hits all alike:
+
+- ``vector only``: the search before hybrid retrieval (no keyword scores, no
+  familiarity factor): the reference;
+- ``hybrid, no term cache``: keyword lookups in SQLite on every query;
+- ``hybrid (this build)``: as the server runs now.
+
+Queries are the shipped eval sets' (relevant and gibberish); the threshold is the
+store's default. Prints p50 and p90 per variant and the ratio to the reference. The
+store is opened read-only in spirit: nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from kg_fuse.eval import sets
+from kg_fuse.server import keywords
+from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.store import Store
+
+
+class Forgetful(dict):
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threshold", type=float, help="default: the store's default")
+    args = ap.parse_args()
+    graph = KnowledgeGraph(Store(args.store), Embedder())
+    graph.embedder.load()
+    graph.reload_index()
+    threshold = args.threshold or graph.default_threshold()
+    queries = []
+    for name in ("stdlib", "heldout"):
+        qset = sets.load(name)
+        queries += [q.text for q in qset.relevant] + qset.gibberish
+    queries = list(dict.fromkeys(queries))
+    hybrid_keywords = graph.keyword_scores
+    hybrid_vector = graph.query_vector
+
+    def uncached(query: str, index: object) -> dict[str, float]:
+        cache = keywords.TermCache()
+        cache.counts, cache.rows = Forgetful(), Forgetful()
+        with graph.store.locked() as conn:
+            return keywords.keyword_scores(conn, query, len(graph.index), graph.vocabulary,
+                                           cache=cache)
+
+    variants = {
+        "vector only (before hybrid)": (lambda q, i: {}, lambda q, v: v),
+        "hybrid, no term cache": (uncached, hybrid_vector),
+        "hybrid (this build)": (hybrid_keywords, hybrid_vector),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    graph.embedder.encode(queries[:8])  # warm up
+    for _ in range(args.rounds):
+        for name, (kw, qv) in variants.items():
+            graph.keyword_scores, graph.query_vector = kw, qv  # type: ignore[method-assign]
+            for q in queries:
+                t0 = time.perf_counter()
+                graph.search(q, threshold, 50, 0, None)
+                times[name].append(time.perf_counter() - t0)
+    ref = statistics.median(times["vector only (before hybrid)"])
+    print(f"{len(graph.index)} concepts, {len(queries)} queries x {args.rounds} rounds, "
+          f"threshold {threshold:.2f}")
+    print(f"{'variant':<30} {'p50 ms':>7} {'p90 ms':>7} {'p50 x':>6}")
+    for name, values in times.items():
+        values.sort()
+        p50, p90 = statistics.median(values), values[int(0.9 * (len(values) - 1))]
+        print(f"{name:<30} {p50 * 1e3:>7.2f} {p90 * 1e3:>7.2f} {p50 / ref:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

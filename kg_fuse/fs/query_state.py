@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SETS_BUDGET = 32 * 2**20  # bytes of rendered listings kept (about 25k result files)
-TRIM_AFTER_BYTES = 4 * 2**20  # listing bytes dropped between two heap trims
+TRIM_AFTER_BYTES = 4 * 2**20  # bytes dropped between two heap trims
+RESULT_OVERHEAD = 400  # bytes a result's name and mtime records take (kept while in use)
 
 
 class Drop(enum.Enum):
@@ -154,6 +155,7 @@ class QueryStates:
             state.forget_fetched()
         else:
             del self._states[key]
+            self._dropped(RESULT_OVERHEAD * len(state.mtimes))  # its names and mtimes
         if listing is not None:
             log.debug("listing of %r dropped (%s)", key, why.value)
             if why is not Drop.FORGOTTEN and self.on_stale is not None:

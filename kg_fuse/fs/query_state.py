@@ -22,6 +22,7 @@ large drop, and by the poller after smaller ones.
 from __future__ import annotations
 
 import enum
+import gc
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -173,4 +174,5 @@ class QueryStates:
         for the rest."""
         if self._dropped_bytes:
             self._dropped_bytes = 0
+            gc.collect()  # e.g. a stored failure's traceback holds frames in a cycle
             give_memory_back()

@@ -32,3 +32,18 @@ def test_limit_above_a_page_pages_through(mounted: Mount) -> None:
     assert settings(query)["limit"] == 250
     (query / ".meta" / "limit").write_text("default\n")
     assert len(results(query)) == 50
+
+
+def test_a_nested_query_s_status_names_the_parent_threshold_through_the_kernel(
+        mounted: Mount) -> None:
+    """End to end (the details are checked in tests/core): an empty nested listing's
+    ``.meta/status``, read through the kernel, names the enclosing query's threshold."""
+    parent = mounted.path("read data from files")
+    parent.mkdir()
+    (parent / "compressed archives").mkdir()
+    (parent / ".meta" / "threshold").write_text("0.99\n")
+    assert results(parent / "compressed archives") == []
+    status = dict(line.split(": ", 1) for line in
+                  (parent / "compressed archives" / ".meta" / "status").read_text().splitlines())
+    assert status["filtered by"].startswith(
+        "level 1, the enclosing query 'read data from files' at 0.99 (override)")

@@ -27,6 +27,7 @@ from kg_fuse.client.models import (
     JobStatus,
     SearchResponse,
     finite_number,
+    threshold_presets,
 )
 
 log = logging.getLogger(__name__)
@@ -131,14 +132,19 @@ class KgApiClient:
             raise errors.ServerFault("epoch response has no integer 'epoch'")
         return raw["epoch"]
 
-    async def admin_default_threshold(self, timeout: float | None = None) -> float | None:
-        """The configured default, or None when never set. Raises PermissionDenied for users."""
+    async def admin_default_threshold(
+        self, timeout: float | None = None
+    ) -> tuple[float | None, dict[str, float] | None]:
+        """The configured default (None when never set) and the presets the server
+        publishes with it (None when it does not). Raises PermissionDenied for users."""
         raw = await self._call("GET", "/admin/config/search-threshold", timeout=timeout)
-        value = raw.get("threshold") if isinstance(raw, dict) else None
+        body = raw if isinstance(raw, dict) else {}
+        presets = threshold_presets(body.get("presets"))
+        value = body.get("threshold")
         if value is None:
-            fallback = raw.get("fallback") if isinstance(raw, dict) else None
-            return float(fallback) if isinstance(fallback, int | float) else None
-        return finite_number(value, "admin threshold")
+            fallback = body.get("fallback")
+            return (float(fallback) if isinstance(fallback, int | float) else None), presets
+        return finite_number(value, "admin threshold"), presets
 
     async def catalog_page(
         self, parent: str | None = None, limit: int = 1000, offset: int = 0

@@ -60,6 +60,19 @@ def finite_number(value: Any, where: str) -> float:
     return float(value)
 
 
+PRESET_NAMES = ("exact", "comprehensive")
+
+
+def threshold_presets(value: Any) -> dict[str, float] | None:
+    """The preset values a server publishes beside its default (ours; None: not sent)."""
+    if not isinstance(value, dict):
+        return None
+    out = {name: float(v) for name in PRESET_NAMES if isinstance(v := value.get(name),
+                                                                 int | float)
+           and not isinstance(v, bool) and math.isfinite(v) and 0.0 <= v <= 1.0}
+    return out or None
+
+
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -99,6 +112,7 @@ class SearchResponse:
     below_threshold_count: int | None
     suggested_threshold: float | None
     top_match: ConceptHit | None
+    threshold_presets: dict[str, float] | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> SearchResponse:
@@ -114,6 +128,7 @@ class SearchResponse:
             below_threshold_count=_optional(body, "below_threshold_count", int, where),
             suggested_threshold=None if suggested is None else finite_number(suggested, where),
             top_match=None if top is None else ConceptHit.parse(top),
+            threshold_presets=threshold_presets(body.get("threshold_presets")),
         )
 
 
@@ -195,6 +210,7 @@ class CatalogNode:
     kind: str
     child_count: int
     created_ns: int | None = None  # from properties.created_at, when the server sends it
+    warnings: tuple[str, ...] = ()  # properties.warnings: a document's status (ours)
 
     @classmethod
     def parse(cls, raw: Any) -> CatalogNode:
@@ -202,13 +218,17 @@ class CatalogNode:
         body = _object(raw, where)
         count = body.get("child_count")
         properties = body.get("properties")
-        created = properties.get("created_at") if isinstance(properties, dict) else None
+        properties = properties if isinstance(properties, dict) else {}
+        created = properties.get("created_at")
+        warnings = properties.get("warnings")
         return cls(
             id=_field(body, "id", str, where),
             name=clean_text(_field(body, "name", str, where)),
             kind=str(body.get("kind") or ""),
             child_count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
             created_ns=timestamp_ns(created),
+            warnings=tuple(clean_text(w) for w in warnings if isinstance(w, str))
+            if isinstance(warnings, list) else (),
         )
 
 

@@ -43,6 +43,7 @@ class DocumentEntry:
     document_id: str
     size: int
     mtime_ns: int  # when the server stored it, or (if it does not say) when we first saw it
+    warnings: tuple[str, ...] = ()  # its status: near-duplicate sections, say
 
 
 class Catalog:
@@ -119,7 +120,7 @@ class Catalog:
             file_name = names.name_for(doc.id, doc.name)
             seen = self._first_seen.setdefault(doc.id, time.time_ns())
             entries[file_name] = DocumentEntry(file_name, doc.id, len(contents[doc.id]),
-                                               doc.created_ns or seen)
+                                               doc.created_ns or seen, doc.warnings)
         self._documents[ontology] = entries
         return entries
 

@@ -38,6 +38,7 @@ DOTS = (".", "..")
 XATTR_SCORE = b"user.kg.score"
 XATTR_CONCEPT = b"user.kg.concept_id"
 XATTR_NAMESPACE = b"user."  # the only namespace served (others: EOPNOTSUPP)
+XATTR_WARNINGS = b"user.kg.warnings"  # a document's status: one warning per line
 
 
 def _eperm() -> pyfuse3.FUSEError:
@@ -225,6 +226,9 @@ class KgOperations(pyfuse3.Operations):
     @handler
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
         node = self._node(inode)
+        if node.kind is NodeKind.DOCUMENT_FILE:
+            entry = await self.tree.document(node)
+            return [XATTR_WARNINGS] if entry is not None and entry.warnings else []
         return [XATTR_SCORE, XATTR_CONCEPT] if node.kind is NodeKind.RESULT_FILE else []
 
     @handler
@@ -241,6 +245,10 @@ class KgOperations(pyfuse3.Operations):
             found = result_set.by_concept.get(node.name) if result_set else None
             if name == XATTR_SCORE and found is not None:
                 return f"{found.score:.6f}".encode()
+        elif node.kind is NodeKind.DOCUMENT_FILE and name == XATTR_WARNINGS:
+            entry = await self.tree.document(node)
+            if entry is not None and entry.warnings:
+                return "\n".join(entry.warnings).encode()
         raise pyfuse3.FUSEError(errno.ENODATA)
 
     # -- directories ----------------------------------------------------------------------

@@ -70,6 +70,7 @@ class PlanOutcome:
     primary: SearchResponse  # the first page of the query's own term: hints, threshold
     default_seen: float | None  # threshold_used of an inheriting search, if any ran
     levels: tuple[LevelCount, ...] = ()  # plan.levels in order, then union, exclude
+    presets_seen: dict[str, float] | None = None  # the presets any search published
 
 
 class _Searcher:
@@ -77,11 +78,14 @@ class _Searcher:
         self.client = client
         self.primary: SearchResponse | None = None
         self.default_seen: float | None = None
+        self.presets_seen: dict[str, float] | None = None
 
     async def _page(self, request: SearchRequest) -> SearchResponse:
         response = await self.client.search(request)
         if request.min_similarity is None:
             self.default_seen = response.threshold_used
+        if response.threshold_presets is not None:
+            self.presets_seen = response.threshold_presets
         return response
 
     async def matches(self, level: Level, want: int, primary: bool = False
@@ -163,4 +167,4 @@ async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
     ranked = sorted(combined.values(), key=lambda h: (-h.score, h.label, h.concept_id))
     assert searcher.primary is not None
     return PlanOutcome(ranked[: plan.limit], searcher.primary, searcher.default_seen,
-                       tuple(counts))
+                       tuple(counts), searcher.presets_seen)

@@ -21,6 +21,7 @@ from typing import Any
 
 import tomli_w
 
+from kg_fuse.client.models import threshold_presets
 from kg_fuse.fs.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class SavedQuery:
 class StoreState:
     queries: dict[str, SavedQuery] = field(default_factory=dict)
     server_default_seen: float | None = None
+    server_presets_seen: dict[str, float] | None = None  # published with the default
 
 
 def _threshold_to_toml(value: Threshold) -> str | float:
@@ -198,6 +200,8 @@ def dumps_state(state: StoreState) -> str:
     doc: dict[str, Any] = {"version": STORE_VERSION}
     if state.server_default_seen is not None:
         doc["server_default_seen"] = state.server_default_seen
+    if state.server_presets_seen:
+        doc["server_presets_seen"] = dict(state.server_presets_seen)
     doc["queries"] = [_query_to_toml(q) for q in state.queries.values()]
     return tomli_w.dumps(doc)
 
@@ -208,6 +212,7 @@ def loads_state(text: str) -> StoreState:
     seen = doc.get("server_default_seen")
     if isinstance(seen, int | float) and not isinstance(seen, bool):
         state.server_default_seen = float(seen)
+    state.server_presets_seen = threshold_presets(doc.get("server_presets_seen"))
     for raw in doc.get("queries", []):
         query = _query_from_toml(raw)
         state.queries[query.key] = query

@@ -80,8 +80,9 @@ def _detail_size(item: tuple[float, ConceptDetail]) -> int:
 
 # Called with (query key, the previous set or None, the new set) after each refresh.
 RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
-# Called with the server default reported by an inheriting search.
-DefaultListener = Callable[[float], None]
+# Called with the server default reported by an inheriting search (None if none ran)
+# and the intensity presets any search published (None if none did).
+DefaultListener = Callable[["float | None", "dict[str, float] | None"], None]
 
 
 class ResultCache:
@@ -210,8 +211,9 @@ class ResultCache:
 
     async def _fetch(self, state: QueryState, plan: QueryPlan) -> ResultSet:
         outcome = await execute(self._client, plan)
-        if outcome.default_seen is not None and self.on_default is not None:
-            self.on_default(outcome.default_seen)
+        if self.on_default is not None and (outcome.default_seen is not None
+                                            or outcome.presets_seen is not None):
+            self.on_default(outcome.default_seen, outcome.presets_seen)
         details = await self._fetch_details([hit.concept_id for hit in outcome.hits])
         names, mtimes = state.names, state.mtimes
         # the hints only: the hits are in the files already (and a page of hits with

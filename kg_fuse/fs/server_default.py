@@ -44,10 +44,14 @@ class ServerDefault:
         ttl: float,
         initial: float | None = None,
         on_change: Callable[[float | None, float], None] | None = None,
+        presets: dict[str, float] | None = None,
     ) -> None:
         self._client = client
         self.ttl = ttl
         self.value = initial
+        # The preset values the server publishes with its default (None: not learned,
+        # or a server that does not publish them: the fixed offsets apply).
+        self.presets = presets
         self._how: str | None = FROM_SAVED if initial is not None else None
         self._learned_wall: float | None = None
         self._learned_at: float | None = None
@@ -64,19 +68,31 @@ class ServerDefault:
     @property
     def origin(self) -> DefaultOrigin:
         """The value, how it was learned and when (for ``.meta/status``)."""
-        return DefaultOrigin(self.value, self._how, self._learned_wall)
+        return DefaultOrigin(self.value, self._how, self._learned_wall, self.presets)
 
-    def observe(self, value: float, how: str = FROM_SEARCH) -> None:
+    def observe(self, value: float | None, presets: dict[str, float] | None = None,
+                how: str = FROM_SEARCH) -> None:
         """Record a value the server just reported (by default an inheriting search's
-        ``threshold_used``)."""
-        previous = self.value
-        self.value = value
-        self._how, self._learned_wall = how, time.time()
-        self._learned_at = trio.current_time()
-        if previous != value:
-            log.info("server default threshold is %s (was %s)", value, previous)
+        ``threshold_used``) and the presets it published with it. Presets come with
+        every search, also one with its own threshold: ``value`` None records them
+        alone."""
+        previous, previous_presets = self.value, self.presets
+        if value is None:
+            if presets is None or self.value is None:
+                return
+            self.presets = presets
+        else:
+            self.value = value
+            if presets is not None or previous != value:  # a new default: its presets
+                self.presets = presets
+            self._how, self._learned_wall = how, time.time()
+            self._learned_at = trio.current_time()
+        if self.value is not None and (previous != self.value
+                                       or self.presets != previous_presets):
+            log.info("server default threshold is %s (was %s), presets %s", self.value,
+                     previous, self.presets or "not published")
             if self._on_change is not None:
-                self._on_change(previous, value)
+                self._on_change(previous, self.value)
 
     def _failed_recently(self) -> bool:
         return self._failed_at is not None and trio.current_time() - self._failed_at < self.ttl
@@ -102,27 +118,30 @@ class ServerDefault:
         """The poller's look: the admin endpoint where permitted, nothing otherwise (no
         periodic searches); raises KgError on failure."""
         async with self._lock:
-            value = await self._from_admin(timeout)
+            value, presets = await self._from_admin(timeout)
             if value is not None:
-                self.observe(value, FROM_ADMIN)
+                self.observe(value, presets, FROM_ADMIN)
 
-    async def _from_admin(self, timeout: float | None) -> float | None:
+    async def _from_admin(
+        self, timeout: float | None
+    ) -> tuple[float | None, dict[str, float] | None]:
         if self._admin_readable is False:
-            return None
+            return None, None
         try:
-            value = await self._client.admin_default_threshold(timeout=timeout)
+            value, presets = await self._client.admin_default_threshold(timeout=timeout)
         except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
             self._admin_readable = False
-            return None
+            return None, None
         if value is not None:
             self._admin_readable = True
-        return value
+        return value, presets
 
-    async def _learn(self, timeout: float | None) -> tuple[float, str]:
-        value = await self._from_admin(timeout)
+    async def _learn(self, timeout: float | None
+                     ) -> tuple[float, dict[str, float] | None, str]:
+        value, presets = await self._from_admin(timeout)
         if value is not None:
-            return value, FROM_ADMIN
+            return value, presets, FROM_ADMIN
         self.probes += 1
         response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1, lean=True),
                                              timeout=timeout)
-        return response.threshold_used, FROM_PROBE
+        return response.threshold_used, response.threshold_presets, FROM_PROBE

@@ -82,7 +82,8 @@ class QueryService:
         self.state = state
         self.probe_timeout = probe_timeout
         self.server_default = ServerDefault(
-            client, max_age, state.server_default_seen, on_change=self._default_changed
+            client, max_age, state.server_default_seen, on_change=self._default_changed,
+            presets=state.server_presets_seen,
         )
         self._states = QueryStates()
         self._results = ResultCache(client, max_age, self._states, on_refresh=on_refresh,
@@ -358,6 +359,7 @@ class QueryService:
     def _default_changed(self, previous: float | None, value: float) -> None:
         self._results.invalidate_inheriting()
         self.state.server_default_seen = value
+        self.state.server_presets_seen = self.server_default.presets
         self._dirty_default = True
 
     async def _save(self) -> None:

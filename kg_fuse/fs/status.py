@@ -54,12 +54,16 @@ def _stored(query: SavedQuery) -> str:
     return format_threshold(query.threshold)
 
 
-def _presets_line(server_default: float | None) -> str:
+def _presets_line(server_default: float | None, presets: dict[str, float] | None) -> str:
     values = ", ".join(
-        f"{word} = {_fmt(preset_value(word, server_default))}"
-        f" ({'+' if offset > 0 else '-'}{abs(offset):.2f})"
+        f"{word} = {_fmt(preset_value(word, server_default, presets))}"
+        + ("" if presets and word in presets else
+           f" ({'+' if offset > 0 else '-'}{abs(offset):.2f})")
         for word, offset in PRESET_OFFSETS.items())
-    return f"# Presets follow the server default: {values}; standard = inherit."
+    origin = ("as the server derives them from its calibration" if presets
+              else "by fixed offsets")
+    return (f"# Presets follow the server default ({origin}): {values}; "
+            "standard = inherit.")
 
 
 NOISE_WARNING = ("comprehensive is below the server default, i.e. below the calibrated "
@@ -139,7 +143,7 @@ def threshold_file(query: SavedQuery, explanation: ThresholdExplanation) -> byte
         "# Write a number in [0, 1] to override it for this query only; write 'inherit'",
         "# (or 'default', or empty the file) to use the server's default; or write a",
         "# preset: exact, standard or comprehensive.",
-        _presets_line(default),
+        _presets_line(default, explanation.default.presets),
         f"# Server default: {_fmt(default)}",
         f"# Effective threshold: {_fmt(effective.value)} ({effective.described})",
     ]

@@ -19,9 +19,10 @@ from typing import Protocol
 INHERIT_WORDS = ("inherit", "default")
 STANDARD = "standard"  # the preset that means inherit
 #: Intensity presets (ChromaDB's idea, relative to the calibrated default instead of
-#: fixed numbers): the value is the server default plus this offset, so a preset follows
-#: the default whenever the server is recalibrated. ``comprehensive`` goes below the
-#: default, i.e. below the noise floor: its extra results may be noise.
+#: fixed numbers). The server publishes their values with its default, derived from its
+#: calibration; a server that does not gets the default plus these offsets. Either way a
+#: preset follows the default. ``comprehensive`` goes below the default, i.e. below the
+#: noise floor: its extra results may be noise.
 PRESET_OFFSETS: dict[str, float] = {"exact": 0.10, "comprehensive": -0.06}
 PRESET_WORDS = ("exact", STANDARD, "comprehensive")
 BELOW_NOISE_FLOOR = "comprehensive"
@@ -75,19 +76,24 @@ class EffectiveThreshold:
         return self.preset == BELOW_NOISE_FLOOR
 
 
-def preset_value(word: str, server_default: float | None) -> float | None:
-    """A preset's current value: the server default plus its offset, within [0, 1]."""
+def preset_value(word: str, server_default: float | None,
+                 published: dict[str, float] | None = None) -> float | None:
+    """A preset's current value: as the server published it with its default, else the
+    server default plus the preset's offset, within [0, 1]."""
     if server_default is None:
         return None
+    if published and word in published:
+        return published[word]
     return round(min(1.0, max(0.0, server_default + PRESET_OFFSETS[word])), 2)
 
 
 def effective_threshold(
-    own: Threshold, auto_adjusted: AutoAdjustment | None, server_default: float | None
+    own: Threshold, auto_adjusted: AutoAdjustment | None, server_default: float | None,
+    presets: dict[str, float] | None = None,
 ) -> EffectiveThreshold:
     if isinstance(own, str):
         # Until the default is learned the search omits the field (server default).
-        value = preset_value(own, server_default)
+        value = preset_value(own, server_default, presets)
         return EffectiveThreshold(value, ThresholdSource.PRESET, value, own)
     if own is None:
         return EffectiveThreshold(server_default, ThresholdSource.SERVER_DEFAULT, None)
@@ -184,6 +190,7 @@ class DefaultOrigin:
     value: float | None
     how: str | None = None
     at_wall: float | None = None
+    presets: dict[str, float] | None = None  # as the server published them, if it does
 
 
 class Role(enum.Enum):
@@ -229,7 +236,8 @@ def explain_thresholds(chain: Sequence[LevelSettings], union: Sequence[str],
     the query's enclosing queries, outermost first, then the query itself."""
     levels = []
     for depth, query in enumerate(chain):
-        effective = effective_threshold(query.threshold, query.auto_adjusted, default.value)
+        effective = effective_threshold(query.threshold, query.auto_adjusted, default.value,
+                                        default.presets)
         role = Role.OWN if depth == len(chain) - 1 else Role.ENCLOSING
         levels.append(FilterLevel(role, query.text, query.key, effective,
                                   query.auto_adjusted))
@@ -259,7 +267,10 @@ def describe_source(level: FilterLevel, default: DefaultOrigin, origin: bool = T
     """Where a level's threshold comes from, in words (``origin``: with how and when the
     server default was learned)."""
     effective, adj = level.effective, level.adjustment
-    if effective.preset is not None:
+    if effective.preset is not None and default.presets \
+            and effective.preset in default.presets:
+        text = f"preset {effective.preset} (published by the server with its default)"
+    elif effective.preset is not None:
         offset = PRESET_OFFSETS[effective.preset]
         text = (f"preset {effective.preset}: server default "
                 f"{'+' if offset > 0 else '-'} {abs(offset):.2f}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyfuse3
 import trio
 
-from kg_fuse.fs.catalog import Catalog
+from kg_fuse.fs.catalog import Catalog, DocumentEntry
 from kg_fuse.fs.control import ScratchFiles
 from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS
@@ -174,10 +174,14 @@ class Tree:
             job = self.ingest.job(ontology_of(node.owner), node.name)
             return job.mtime_ns if job is not None else None
         if kind is NodeKind.DOCUMENT_FILE:
-            docs = await self.catalog.documents(ontology_of(node.owner))
-            return next((d.mtime_ns for d in docs.values() if d.document_id == node.name),
-                        None)
+            entry = await self.document(node)
+            return entry.mtime_ns if entry is not None else None
         return None
+
+    async def document(self, node: Node) -> DocumentEntry | None:
+        """The catalog entry of a file in ``documents/`` (None once it is gone)."""
+        docs = await self.catalog.documents(ontology_of(node.owner))
+        return next((d for d in docs.values() if d.document_id == node.name), None)
 
     async def refresh_meta(self, node: Node) -> None:
         """Before showing a .meta file, learn the server default if stale; before the

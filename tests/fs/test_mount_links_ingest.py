@@ -111,6 +111,30 @@ def test_copying_a_file_in_ingests_it(farm) -> None:
     assert "Zebra husbandry.concept.md" in results(query)
 
 
+def test_a_near_duplicate_document_shows_its_warning(farm) -> None:
+    """Not an error: the document is stored, and its status says which section repeats."""
+    mount, source, _ = farm
+    ingest = mount.path("ontology", "Farm", "ingest")
+    shutil.copy(source, ingest)
+    wait_for(lambda: not os.listdir(ingest), what="the first job to finish")
+    (ingest / "zebra notes.md").write_text(
+        "# Notes\n\n## Zebra diet\n\nFeed zebras hay and fresh grass twice a day.\n")
+    job = wait_for(lambda: "warning:" in (text := (ingest / "zebra notes.md.ingesting")
+                                            .read_text(errors="replace")) and text,
+                   what="the near-duplicate warning in the job file")
+    assert "status: completed" in job and "near-duplicate" in job
+    documents = mount.path("ontology", "Farm", "documents")
+    assert sorted(os.listdir(documents)) == ["zebra notes.md", "zebra.md"]
+    assert os.listxattr(documents / "zebra.md") == []
+    assert os.listxattr(documents / "zebra notes.md") == ["user.kg.warnings"]
+    status = os.getxattr(documents / "zebra notes.md", "user.kg.warnings").decode()
+    assert "near-duplicate" in status and "'Zebra diet'" in status \
+        and "'Feeding zebras'" in status
+    with pytest.raises(OSError) as missing:
+        os.getxattr(documents / "zebra.md", "user.kg.warnings")
+    assert missing.value.errno == errno.ENODATA
+
+
 def test_reading_back_a_file_being_written(farm) -> None:
     mount, _, _ = farm
     path = mount.path("ontology", "Farm", "ingest", "draft.md")

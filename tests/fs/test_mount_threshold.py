@@ -92,3 +92,30 @@ def test_searches_omit_min_similarity_when_inheriting_and_send_an_override(
     results(mounted)
     sent = kg_admin.search_log(QUERY)[earlier + len(inherited):]
     assert sent and all(line["min_similarity"] == "0.61" for line in sent)
+
+
+def test_presets_are_the_servers_and_follow_its_default(mount_factory, kg_admin) -> None:
+    """An ordinary user's mount uses the presets the server publishes with its default,
+    and picks up new ones when an administrator changes the default."""
+    import time
+
+    mount = mount_factory(extra_args=["--max-age", "1", "--poll-interval", "1"])
+    mount.path(QUERY).mkdir()
+    threshold = mount.path(QUERY, ".meta", "threshold")
+    threshold.write_text("exact\n")
+    config = kg_admin.http.get("/admin/config/search-threshold").json()
+    exact = config["presets"]["exact"]
+    results(mount)  # the listing's search reports the default and its presets
+    text = threshold.read_text()
+    assert text.splitlines()[-1] == "exact"
+    assert "derives them from its calibration" in text and "(+0.10)" not in text
+    assert f"# Effective threshold: {exact!r} (preset exact)" in text.splitlines()
+    assert f"exact = {exact!r}, comprehensive = {config['presets']['comprehensive']!r}" \
+        in text
+    with kg_admin.default_set_to(0.9):
+        deadline = time.monotonic() + 30
+        while "Effective threshold: 0.95 (preset exact)" not in threshold.read_text():
+            assert time.monotonic() < deadline, threshold.read_text()
+            os.listdir(mount.path(QUERY))
+            time.sleep(0.3)
+        assert "Server default: 0.9" in threshold.read_text()

@@ -88,3 +88,61 @@ def test_query_toml_and_persistence_keep_the_word() -> None:
     assert doc["threshold"] == "comprehensive" and doc["preset"] == "comprehensive"
     assert doc["effective_threshold"] == 0.44
     assert _query_from_toml(_query_to_toml(query)).threshold == "comprehensive"
+
+
+def test_presets_the_server_publishes_win_over_the_offsets() -> None:
+    published = {"exact": 0.63, "comprehensive": 0.45}
+    exact = effective_threshold("exact", None, 0.48, published)
+    assert exact.value == exact.min_similarity == 0.63
+    assert preset_value("comprehensive", 0.48, published) == 0.45
+    assert preset_value("exact", 0.48, None) == 0.58  # an older server: the offsets
+    query = SavedQuery(("q",), "q", threshold="exact")
+    from kg_fuse.fs.threshold import DefaultOrigin, describe_source, explain_thresholds
+
+    explanation = explain_thresholds([query], (), (), DefaultOrigin(0.48, presets=published))
+    assert explanation.own.effective == exact
+    assert "published by the server" in describe_source(explanation.own,
+                                                        explanation.default)
+    text = threshold_file(query, explanation).decode()
+    assert "# Effective threshold: 0.63 (preset exact)" in text.splitlines()
+    assert "exact = 0.63, comprehensive = 0.45" in text and "calibration" in text
+    assert parse_threshold_file(text.encode()) == "exact"
+
+
+def test_search_response_carries_valid_presets_only() -> None:
+    from kg_fuse.client.models import SearchResponse
+
+    body = {"query": "q", "results": [], "threshold_used": 0.5}
+    assert SearchResponse.parse(body).threshold_presets is None
+    body["threshold_presets"] = {"exact": 0.6, "comprehensive": 0.44}
+    assert SearchResponse.parse(body).threshold_presets == {"exact": 0.6, "comprehensive": 0.44}
+    body["threshold_presets"] = {"exact": "high", "comprehensive": 1.5, "other": 0.1}
+    assert SearchResponse.parse(body).threshold_presets is None
+
+
+async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
+    from kg_fuse.fs.server_default import ServerDefault
+
+    changes = []
+    default = ServerDefault(None, ttl=60, on_change=lambda old, new: changes.append(new))
+    default.observe(0.5, {"exact": 0.6, "comprehensive": 0.44})
+    default.observe(0.5)  # a search that reported no presets: same default, keep them
+    assert default.presets == {"exact": 0.6, "comprehensive": 0.44}
+    default.observe(0.5, {"exact": 0.62, "comprehensive": 0.44})  # recalibrated
+    assert changes == [0.5, 0.5]
+    default.observe(0.7)
+    assert default.presets is None and changes == [0.5, 0.5, 0.7]
+    default.observe(None, {"exact": 0.8, "comprehensive": 0.64})  # a preset query's search
+    assert default.value == 0.7 and default.presets["exact"] == 0.8
+    assert changes == [0.5, 0.5, 0.7, 0.7]
+
+
+def test_the_presets_seen_persist_with_the_default() -> None:
+    from kg_fuse.fs.queries import StoreState, dumps_state, loads_state
+
+    state = StoreState(server_default_seen=0.5,
+                       server_presets_seen={"exact": 0.6, "comprehensive": 0.44})
+    again = loads_state(dumps_state(state))
+    assert again.server_presets_seen == {"exact": 0.6, "comprehensive": 0.44}
+    assert loads_state(dumps_state(StoreState(server_default_seen=0.5))
+                       ).server_presets_seen is None

@@ -119,8 +119,14 @@ def test_a_near_duplicate_document_shows_its_warning(farm) -> None:
     wait_for(lambda: not os.listdir(ingest), what="the first job to finish")
     (ingest / "zebra notes.md").write_text(
         "# Notes\n\n## Zebra diet\n\nFeed zebras hay and fresh grass twice a day.\n")
-    job = wait_for(lambda: "warning:" in (text := (ingest / "zebra notes.md.ingesting")
-                                            .read_text(errors="replace")) and text,
+
+    def job_file() -> str:  # appears once the upload starts (after --ingest-delay)
+        try:
+            return (ingest / "zebra notes.md.ingesting").read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    job = wait_for(lambda: "warning:" in (text := job_file()) and text,
                    what="the near-duplicate warning in the job file")
     assert "status: completed" in job and "near-duplicate" in job
     documents = mount.path("ontology", "Farm", "documents")

@@ -60,7 +60,7 @@ def finite_number(value: Any, where: str) -> float:
     return float(value)
 
 
-PRESET_NAMES = ("exact", "comprehensive")
+PRESET_NAMES = ("exact", "standard", "comprehensive")  # standard: the default itself
 
 
 def threshold_presets(value: Any) -> dict[str, float] | None:

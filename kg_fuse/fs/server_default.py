@@ -77,6 +77,8 @@ class ServerDefault:
         every search, also one with its own threshold: ``value`` None records them
         alone."""
         previous, previous_presets = self.value, self.presets
+        if value is None and presets is not None and "standard" in presets:
+            value = presets["standard"]  # the server publishes its default with them
         if value is None:
             if presets is None or self.value is None:
                 return

@@ -47,17 +47,19 @@ def _down(value: float) -> float:
 
 
 def derive(default: float, report: Mapping | None) -> dict[str, float]:
-    """The preset values for ``default`` given the stored calibration ``report``."""
+    """The preset values for ``default`` given the stored calibration ``report``;
+    ``standard`` is the default itself, so any search tells a client the default."""
     probes = report.get("probes") if isinstance(report, Mapping) else None
     scores = sorted(float(p[1]) for p in probes or ()
                     if isinstance(p, list | tuple) and len(p) > 1 and float(p[1]) > 0)
     if not scores:
-        return {word: round(min(1.0, max(0.0, default + offset)), 2)
-                for word, offset in FALLBACK_OFFSETS.items()}
+        return {"standard": default,
+                **{word: round(min(1.0, max(0.0, default + offset)), 2)
+                   for word, offset in FALLBACK_OFFSETS.items()}}
     median = statistics.median(scores)
     exact = min(EXACT_CAP, max(_up(default + EXACT_STEP), _up((default + median) / 2)))
     noise_median = float(report.get("gibberish_median") or 0.0)
     comprehensive = min(default - COMPREHENSIVE_STEP,
                         max(default - COMPREHENSIVE_MAX_DROP, (default + noise_median) / 2))
-    return {"exact": max(exact, round(default, 2)),
+    return {"exact": max(exact, round(default, 2)), "standard": default,
             "comprehensive": max(0.0, _down(comprehensive))}

@@ -135,6 +135,8 @@ async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
     default.observe(None, {"exact": 0.8, "comprehensive": 0.64})  # a preset query's search
     assert default.value == 0.7 and default.presets["exact"] == 0.8
     assert changes == [0.5, 0.5, 0.7, 0.7]
+    default.observe(None, {"exact": 0.95, "standard": 0.9, "comprehensive": 0.8})
+    assert default.value == 0.9 and changes[-1] == 0.9  # standard is the default itself
 
 
 def test_the_presets_seen_persist_with_the_default() -> None:

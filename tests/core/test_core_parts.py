@@ -228,3 +228,24 @@ async def test_an_unexpected_exception_is_eio_and_logged_never_raised(
         await core.fs.read(f"{RELEVANT}/.meta/threshold")
     assert failed.value.errno == errno.EIO
     assert "unexpected error" in caplog.text and "ValueError: a bug" in caplog.text
+
+
+async def test_the_kernel_forgetting_a_query_drops_its_listing_not_its_files(
+        core: Core) -> None:
+    """The one eviction (QueryStates.drop): once the kernel forgot a query's directory
+    (so everything below it), its listing's memory goes; the next listing brings the same
+    names, inodes, mtimes and sizes back."""
+    await core.fs.mkdir(RELEVANT)
+
+    def identities(listed: list) -> dict[str, tuple[int, int, int]]:
+        return {e.name: (e.attributes.st_ino, e.attributes.st_mtime_ns, e.attributes.st_size)
+                for e in listed if e.name.endswith(".concept.md")}
+
+    before = identities(await core.fs.readdir(RELEVANT))
+    assert before and core.service.listing(RELEVANT) is not None
+    core.ops.forget([(ino, core.fs.lookups(ino)) for ino, _, _ in before.values()])
+    assert core.service.listing(RELEVANT) is not None  # the directory is still held
+    directory = await core.fs.inode(RELEVANT)
+    core.ops.forget([(directory, core.fs.lookups(directory))])
+    assert core.service.listing(RELEVANT) is None
+    assert identities(await core.fs.readdir(RELEVANT)) == before

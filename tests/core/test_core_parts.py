@@ -185,6 +185,27 @@ async def test_ingest_box_refuses_what_it_could_never_upload(core: Core) -> None
     assert core.ingest.files == {} and core.ingest.jobs == {}
 
 
+OKAPI = b"# Okapi husbandry\n\nOkapis browse leaves in dense forest at dawn and dusk.\n"
+
+
+@pytest.mark.fresh_server
+async def test_a_file_copied_into_ingest_becomes_a_document(core: Core) -> None:
+    core.ingest.delay = 0.1
+    documents = f"ontology/{COMPRESSION}/documents"
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(core.ingest.run)
+        await core.fs.create(f"ontology/{COMPRESSION}/ingest/okapi.md", OKAPI)
+        with trio.fail_after(120):
+            while "okapi.md" not in await core.fs.listdir(documents):
+                await trio.sleep(0.2)
+            while await core.fs.listdir(f"ontology/{COMPRESSION}/ingest"):
+                await trio.sleep(0.2)  # the job file goes once the job is done
+        nursery.cancel_scope.cancel()
+    assert await core.fs.read(f"{documents}/okapi.md") == OKAPI
+    await core.fs.mkdir("okapi browsing at dawn")
+    assert "Okapi husbandry.concept.md" in await core.fs.listdir("okapi browsing at dawn")
+
+
 # -- lookup counts and the kernel ---------------------------------------------------------
 
 async def test_lookup_counts_follow_the_kernel_and_forget_frees_the_inode(core: Core) -> None:

@@ -1,4 +1,4 @@
-"""Async client of the knowledge-graph API, with deadlines, token caching and one retry.
+"""Async client of the knowledge-graph API, with deadlines and a token auth flow.
 
 Every call runs under its own deadline (``trio.fail_after``) so a stalled server turns
 into ``ServerTimeout`` instead of a hung shell. Failures are raised as ``KgError``
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE_MAX = 100
 TOKEN_REFRESH_MARGIN = 60.0
+TOKEN_PATH = "/auth/oauth/token"
 POOL_SIZE = 16  # connections to the server at most, all kept alive
 
 
@@ -97,8 +99,8 @@ class KgApiClient:
         server in-process (the kernel-free tests); None opens real connections."""
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
-        self._credentials = credentials
         self._http = httpx.AsyncClient(
+            auth=TokenAuth(f"{self.api_url}{TOKEN_PATH}", credentials),
             base_url=self.api_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
             # a bounded pool of kept-alive connections: concept details go in parallel
@@ -107,9 +109,6 @@ class KgApiClient:
             follow_redirects=False,
             transport=transport,
         )
-        self._token: str | None = None
-        self._token_expires = 0.0
-        self._token_lock = trio.Lock()
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -129,7 +128,8 @@ class KgApiClient:
     async def epoch(self, timeout: float | None = None) -> int:
         raw = await self._call("GET", "/database/epoch", timeout=timeout)
         if not isinstance(raw, dict) or not isinstance(raw.get("epoch"), int):
-            raise errors.ServerFault("epoch response has no integer 'epoch'")
+            raise errors.ServerFault("epoch response has no integer 'epoch'", method="GET",
+                                     path="/database/epoch", status=200)
         return raw["epoch"]
 
     async def admin_default_threshold(
@@ -163,13 +163,6 @@ class KgApiClient:
             nodes.extend(page.nodes)
             if not page.nodes or len(nodes) >= page.total:
                 return nodes
-
-    async def ontology_exists(self, name: str) -> bool:
-        try:
-            await self._call("GET", f"/ontology/{path_segment(name)}")
-        except errors.NotFound:
-            return False
-        return True
 
     async def create_ontology(self, name: str) -> None:
         await self._call("POST", "/ontology/", json={"name": name, "description": ""})
@@ -208,72 +201,98 @@ class KgApiClient:
         deadline = timeout if timeout is not None else self.timeout
         try:
             with trio.fail_after(deadline):
-                return await self._call_with_retry(method, path, request)
+                response = await self._send(method, path, request)
         except trio.TooSlowError:
-            raise errors.ServerTimeout(f"{method} {path}: no answer within {deadline:g}s") from None
+            raise errors.ServerTimeout(f"{method} {path}: no answer within {deadline:g}s",
+                                       method=method, path=path) from None
+        return _decode(method, path, response)
 
-    async def _call_with_retry(self, method: str, path: str, request: dict[str, Any]) -> Any:
-        token = await self._get_token()
-        response = await self._send(method, path, request, token)
-        if response.status_code == 401:
-            log.info("token rejected on %s %s; authenticating again", method, path)
-            token = await self._get_token(stale=token)
-            response = await self._send(method, path, request, token)
-        return self._decode(method, path, response)
-
-    async def _send(
-        self, method: str, path: str, request: dict[str, Any], token: str
-    ) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {token}"}
+    async def _send(self, method: str, path: str, request: dict[str, Any]) -> httpx.Response:
         try:
-            return await self._http.request(method, path, headers=headers, **request)
+            return await self._http.request(method, path, **request)
         except httpx.TimeoutException as exc:
-            raise errors.ServerTimeout(f"{method} {path}: {type(exc).__name__}") from None
+            raise errors.ServerTimeout(f"{method} {path}: {type(exc).__name__}",
+                                       method=method, path=path) from None
         except httpx.HTTPError as exc:
-            raise errors.ServerUnreachable(f"{method} {path}: {exc!r}") from None
+            raise errors.ServerUnreachable(f"{method} {path}: {exc!r}",
+                                           method=method, path=path) from None
 
-    def _decode(self, method: str, path: str, response: httpx.Response) -> Any:
-        status = response.status_code
-        if status >= 500:
-            raise errors.ServerFault(f"{method} {path}: HTTP {status}: {_detail(response)}")
-        if status >= 400:
-            kind = _STATUS_ERRORS.get(status, errors.ServerFault)
-            raise kind(f"{method} {path}: HTTP {status}: {_detail(response)}")
-        if status != 200 and status != 201:
-            raise errors.ServerFault(f"{method} {path}: unexpected HTTP {status}")
-        try:
-            return response.json()
-        except ValueError:
-            raise errors.ServerFault(f"{method} {path}: body is not JSON") from None
 
-    async def _get_token(self, stale: str | None = None) -> str:
-        """A cached bearer token; fetch a new one when missing, expiring, or just rejected."""
-        async with self._token_lock:
-            fresh = self._token is not None and trio.current_time() < self._token_expires
-            if fresh and self._token != stale:
-                return self._token  # type: ignore[return-value]
-            form = {
-                "grant_type": "client_credentials",
-                "client_id": self._credentials.client_id,
-                "client_secret": self._credentials.client_secret,
-            }
-            try:
-                response = await self._http.post("/auth/oauth/token", data=form)
-            except httpx.TimeoutException:
-                raise errors.ServerTimeout("token request timed out") from None
-            except httpx.HTTPError as exc:
-                raise errors.ServerUnreachable(f"token request: {exc!r}") from None
-            if response.status_code in (400, 401, 422):
-                raise errors.AuthenticationFailed(
-                    f"client {self._credentials.client_id!r} rejected: {_detail(response)}"
-                )
-            body = self._decode("POST", "/auth/oauth/token", response)
-            token = body.get("access_token") if isinstance(body, dict) else None
-            if not isinstance(token, str) or not token:
-                raise errors.ServerFault("token response has no access_token")
-            expires_in = body.get("expires_in")
-            lifetime = float(expires_in) if isinstance(expires_in, int | float) else 300.0
-            self._token = token
-            margin = min(TOKEN_REFRESH_MARGIN, lifetime / 10)
-            self._token_expires = trio.current_time() + lifetime - margin
-            return token
+def _decode(method: str, path: str, response: httpx.Response) -> Any:
+    status = response.status_code
+    where = {"method": method, "path": path, "status": status}
+    if status >= 400:
+        kind = errors.ServerFault if status >= 500 else _STATUS_ERRORS.get(status,
+                                                                           errors.ServerFault)
+        raise kind(f"{method} {path}: HTTP {status}: {_detail(response)}", **where)
+    if status != 200 and status != 201:
+        raise errors.ServerFault(f"{method} {path}: unexpected HTTP {status}", **where)
+    try:
+        return response.json()
+    except ValueError:
+        raise errors.ServerFault(f"{method} {path}: body is not JSON", **where) from None
+
+
+class TokenAuth(httpx.Auth):
+    """OAuth client credentials as an httpx auth flow: a cached bearer token, fetched when
+    missing or about to expire, and fetched again once when the server rejects it (401)."""
+
+
+    def __init__(self, token_url: str, credentials: Credentials) -> None:
+        self._token_url = token_url
+        self._credentials = credentials
+        self._token: str | None = None
+        self._expires = 0.0
+        self._lock = trio.Lock()
+
+    def _fresh(self) -> bool:
+        return self._token is not None and trio.current_time() < self._expires
+
+    def _token_request(self) -> httpx.Request:
+        return httpx.Request("POST", self._token_url, data={
+            "grant_type": "client_credentials",
+            "client_id": self._credentials.client_id,
+            "client_secret": self._credentials.client_secret,
+        })
+
+    def _store(self, response: httpx.Response) -> str:
+        if response.status_code in (400, 401, 422):
+            raise errors.AuthenticationFailed(
+                f"client {self._credentials.client_id!r} rejected: {_detail(response)}",
+                method="POST", path=TOKEN_PATH, status=response.status_code)
+        body = _decode("POST", TOKEN_PATH, response)
+        token = body.get("access_token") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not token:
+            raise errors.ServerFault("token response has no access_token", method="POST",
+                                     path=TOKEN_PATH, status=response.status_code)
+        expires_in = body.get("expires_in")
+        lifetime = float(expires_in) if isinstance(expires_in, int | float) else 300.0
+        self._token = token
+        self._expires = trio.current_time() + lifetime - min(TOKEN_REFRESH_MARGIN,
+                                                             lifetime / 10)
+        return token
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        await request.aread()  # a rejected upload is sent again
+        async with self._lock:  # one token request at a time; the others wait for it
+            if not self._fresh():
+                answer = yield self._token_request()
+                await answer.aread()
+                self._store(answer)
+            token = self._token
+        request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        if response.status_code != 401:
+            return
+        log.info("token rejected on %s %s; authenticating again", request.method,
+                 request.url.path)
+        async with self._lock:
+            if self._token == token:  # nobody fetched a new one meanwhile
+                answer = yield self._token_request()
+                await answer.aread()
+                self._store(answer)
+            token = self._token
+        request.headers["Authorization"] = f"Bearer {token}"
+        yield request

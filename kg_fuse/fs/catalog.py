@@ -124,6 +124,11 @@ class Catalog:
         self._documents[ontology] = entries
         return entries
 
+    async def document(self, ontology: str, document_id: str) -> DocumentEntry | None:
+        """The entry of one document (None once it is gone)."""
+        docs = await self.documents(ontology)
+        return next((d for d in docs.values() if d.document_id == document_id), None)
+
     async def content(self, document_id: str) -> bytes:
         data = self._content.get(document_id)
         if data is None:

@@ -11,21 +11,19 @@ write changes nothing at all.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pyfuse3
+from kg_fuse.fs.errors import NoEntry, NoSpace, TooLarge
 
 SCRATCH_MAX_BYTES = 64 * 1024
 CONTROL_MAX_BYTES = 64 * 1024  # far above any valid value; parsing stays a few ms
 SCRATCH_MAX_FILES = 32
 
 
-class ContentTooLarge(ValueError):
-    """More bytes than a control or scratch file may hold (EFBIG), refused before any
-    parsing."""
+class ContentTooLarge(TooLarge):
+    """More bytes than a control or scratch file may hold, refused before any parsing."""
 
 
 @dataclass
@@ -120,13 +118,13 @@ class ScratchFiles:
     def create(self, query: str, name: str) -> bytearray:
         files = self._files_of(query)
         if name not in files and len(files) >= SCRATCH_MAX_FILES:
-            raise pyfuse3.FUSEError(errno.ENOSPC)
+            raise NoSpace(f"a .meta directory holds at most {SCRATCH_MAX_FILES} scratch files")
         return files.setdefault(name, bytearray())
 
     def write(self, query: str, name: str, offset: int, data: bytes) -> None:
         content = self.get(query, name)
         if content is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise NoEntry(name)
         if offset + len(data) > SCRATCH_MAX_BYTES:
             raise ContentTooLarge(f"a scratch file holds at most {SCRATCH_MAX_BYTES} bytes")
         if offset > len(content):
@@ -136,7 +134,7 @@ class ScratchFiles:
     def resize(self, query: str, name: str, size: int) -> None:
         content = self.get(query, name)
         if content is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise NoEntry(name)
         if size > SCRATCH_MAX_BYTES:
             raise ContentTooLarge(f"a scratch file holds at most {SCRATCH_MAX_BYTES} bytes")
         del content[size:]
@@ -149,5 +147,5 @@ class ScratchFiles:
         files = self._files_of(query)
         content = files.pop(old, None)
         if content is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise NoEntry(old)
         files[new] = content

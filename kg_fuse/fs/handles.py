@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import errno
 from dataclasses import dataclass, field
 
-import pyfuse3
-
 from kg_fuse.fs.control import WriteSession
+from kg_fuse.fs.errors import BadHandle
 from kg_fuse.fs.nodes import Node
 
 
@@ -41,13 +39,13 @@ class HandleTable:
     def open_file(self, fh: int) -> FileHandle:
         handle = self.file(fh)
         if handle is None:
-            raise pyfuse3.FUSEError(errno.EBADF)
+            raise BadHandle(f"file handle {fh}")
         return handle
 
     def directory(self, fh: int) -> DirHandle:
         handle = self._handles.get(fh)
         if not isinstance(handle, DirHandle):
-            raise pyfuse3.FUSEError(errno.EBADF)
+            raise BadHandle(f"directory handle {fh}")
         return handle
 
     def pop(self, fh: int) -> FileHandle | DirHandle | None:

@@ -18,18 +18,17 @@ upload is never uploaded either. The cap is the server's (``kg_fuse.limits``).
 
 from __future__ import annotations
 
-import errno
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import pyfuse3
 import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
+from kg_fuse.fs.errors import Busy, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.limits import MAX_INGEST_BYTES
 
 log = logging.getLogger(__name__)
@@ -110,24 +109,23 @@ class IngestBox:
 
     def create(self, ontology: str, name: str) -> PendingFile:
         if name.endswith(JOB_SUFFIX):
-            raise pyfuse3.FUSEError(errno.EINVAL)
+            raise Invalid(f"{JOB_SUFFIX} names are the jobs' own: {name!r}")
         pending = self.files.setdefault((ontology, name), PendingFile())
         pending.upload_at = None
         return pending
 
-    def _fail(self, pending: PendingFile, why: str, code: int) -> pyfuse3.FUSEError:
-        pending.failed = why
+    def _fail(self, pending: PendingFile, error: TooLarge | NoSpace) -> TooLarge | NoSpace:
+        """The content is spoiled: it is never uploaded (see the module's docstring)."""
+        pending.failed = str(error)
         pending.upload_at = None
-        return pyfuse3.FUSEError(code)
+        return error
 
     def write(self, pending: PendingFile, offset: int, data: bytes) -> None:
         end = offset + len(data)
         if end > MAX_FILE_BYTES:
-            raise self._fail(pending, f"file too large (over {MAX_FILE_BYTES} bytes)",
-                             errno.EFBIG)
+            raise self._fail(pending, TooLarge(f"file too large (over {MAX_FILE_BYTES} bytes)"))
         if end - len(pending.data) > MAX_PENDING_BYTES - self.pending_bytes():
-            raise self._fail(pending, "no space left for files waiting to be uploaded",
-                             errno.ENOSPC)
+            raise self._fail(pending, NoSpace("no space left for files waiting to be uploaded"))
         buffer = pending.data
         if offset == len(buffer):
             buffer.extend(data)
@@ -143,8 +141,7 @@ class IngestBox:
 
     def truncate(self, pending: PendingFile, size: int) -> None:
         if size > MAX_FILE_BYTES:
-            raise self._fail(pending, f"file too large (over {MAX_FILE_BYTES} bytes)",
-                             errno.EFBIG)
+            raise self._fail(pending, TooLarge(f"file too large (over {MAX_FILE_BYTES} bytes)"))
         if size == 0:
             pending.failed = None  # rewritten from empty: a fresh start
         del pending.data[size:]
@@ -176,15 +173,15 @@ class IngestBox:
             return
         job = self.job(ontology, name)
         if job is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise NoEntry(name)
         if job.status not in ("failed", "cancelled", "completed", DUPLICATE):
-            raise pyfuse3.FUSEError(errno.EBUSY)
+            raise Busy(f"job {job.job_id} of {name!r} is still {job.status}")
         del self.jobs[(ontology, job.file_name)]
 
     def move(self, src: Key, dst: Key) -> None:
         pending = self.files.pop(src, None)
         if pending is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
+            raise NoEntry(src[1])
         self.files[dst] = pending
         job = self.jobs.get(src)
         if job is not None and job.job_id is None:  # its failure travels with it

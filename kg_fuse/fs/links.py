@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kg_fuse.fs.errors import InvalidName
 from kg_fuse.fs.queries import ONTOLOGY_DIR
 
 
@@ -34,3 +35,11 @@ def resolve_link_target(query_key: str, target: str, mountpoint: str) -> str | N
     if len(parts) == 2 and parts[0] == ONTOLOGY_DIR:
         return parts[1]
     return None
+
+
+def link_target_ontology(query_key: str, target: str, mountpoint: str) -> str:
+    """The ontology ``target`` names (see ``resolve_link_target``), or InvalidName."""
+    ontology = resolve_link_target(query_key, target, mountpoint)
+    if ontology is None:
+        raise InvalidName(f"a link must point at ontology/NAME in this mount: {target!r}")
+    return ontology

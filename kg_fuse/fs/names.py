@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kg_fuse.client.models import clean_text
+from kg_fuse.fs.errors import InvalidName, NameTooLong
 from kg_fuse.fs.threshold import (
     InvalidThreshold,
     Threshold,
@@ -26,14 +27,7 @@ _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/]")
 _THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[-+]?[0-9.][0-9.eE+-]*)$", re.DOTALL)
 _PRESET_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<word>exact|standard|comprehensive)$",
                             re.DOTALL | re.IGNORECASE)
-
-
-class InvalidName(ValueError):
-    """A name the filesystem cannot accept (answered with EINVAL)."""
-
-
-class NameTooLong(InvalidName):
-    """A name over 255 bytes in UTF-8 (ENAMETOOLONG): other tools could not copy it."""
+__all__ = ["InvalidName", "NameTooLong"]  # raised here, defined with their errnos
 
 
 def decode_name(raw: bytes, max_bytes: int = NAME_MAX) -> str:

@@ -1,10 +1,9 @@
 """The FUSE operations: decode names, map inodes and handles to domain objects, map
-errors to errnos, set cache flags. The tree's shape lives in ``tree``; the queries in
-``service``; control-file semantics in ``meta`` and ``control``."""
+errors to errnos (``errors.handler``), set cache flags. What a node is and does lives in
+its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``service``."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import time
@@ -12,37 +11,36 @@ import time
 import pyfuse3
 
 from kg_fuse.fs.attrs import Attributes
-from kg_fuse.fs.catalog import Catalog, ontology_file_name
-from kg_fuse.fs.control import ScratchFiles, WriteSession
-from kg_fuse.fs.errors import handler
+from kg_fuse.fs.catalog import Catalog
+from kg_fuse.fs.control import ScratchFiles
+from kg_fuse.fs.errors import (
+    FsError,
+    Invalid,
+    InvalidName,
+    IsDirectory,
+    NameTooLong,
+    NoAttribute,
+    NoEntry,
+    NotDirectory,
+    NotPermitted,
+    NotSupported,
+    ReadOnly,
+    handler,
+)
 from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
 from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.kernel import TRIM_AFTER, KernelCache, give_memory_back
-from kg_fuse.fs.links import resolve_link_target
-from kg_fuse.fs.meta import CONTROL_BY_KIND, CONTROLS, Control, control_mtime_key
-from kg_fuse.fs.names import META_DIR, PATH_MAX, InvalidName, NameTooLong, decode_name
+from kg_fuse.fs.kinds import BEHAVIOURS, behaviour
+from kg_fuse.fs.names import PATH_MAX, decode_name
 from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
-from kg_fuse.fs.queries import ONTOLOGY_DIR, Link
 from kg_fuse.fs.results import ResultSet
 from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import DOCUMENTS, INGEST, Entry, Tree, enoent, ontology_of, query_path
+from kg_fuse.fs.tree import Behaviour, Caching, Entry, Tree, writing
 
 log = logging.getLogger(__name__)
 
-READ_ONLY = frozenset({NodeKind.RESULT_FILE, NodeKind.DOCUMENT_FILE, NodeKind.JOB_FILE,
-                       NodeKind.STATUS_FILE, NodeKind.QUERY_TOML_FILE})
-# Files a saved query generates. ``rm`` of one is accepted and changes nothing, so that
-# ``rm -r QUERY`` removes a query quietly, the way users remove a directory they made.
-VIEWS = frozenset({NodeKind.RESULT_FILE, *CONTROL_BY_KIND})
 DOTS = (".", "..")
-XATTR_SCORE = b"user.kg.score"
-XATTR_CONCEPT = b"user.kg.concept_id"
 XATTR_NAMESPACE = b"user."  # the only namespace served (others: EOPNOTSUPP)
-XATTR_WARNINGS = b"user.kg.warnings"  # a document's status: one warning per line
-
-
-def _eperm() -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(errno.EPERM)
 
 
 class KgOperations(pyfuse3.Operations):
@@ -53,18 +51,15 @@ class KgOperations(pyfuse3.Operations):
                  mountpoint: str = "", allow_ontology_delete: bool = False,
                  allow_document_delete: bool = False) -> None:
         super().__init__()
-        self.service = service
-        self.catalog = catalog
-        self.ingest = ingest
-        self.mountpoint = mountpoint
-        self.allow_ontology_delete = allow_ontology_delete
-        self.allow_document_delete = allow_document_delete
+        self.service, self.catalog, self.ingest = service, catalog, ingest
         self.inodes = InodeTable()
-        self.scratch = ScratchFiles(service.scratch)
-        self.tree = Tree(service, catalog, ingest, self.inodes, self.scratch)
         self.attrs = Attributes(started_ns=time.time_ns())
         self.handles = HandleTable()
         self.kernel = KernelCache()
+        self.tree = Tree(service, catalog, ingest, self.inodes,
+                         ScratchFiles(service.scratch), self.attrs,
+                         mountpoint, allow_ontology_delete, allow_document_delete,
+                         settle=self.kernel.flush)
         self._forgotten = 0
         service.listen(on_refresh=self._results_refreshed, on_stale=self._results_stale)
 
@@ -73,29 +68,28 @@ class KgOperations(pyfuse3.Operations):
     def _node(self, inode: int) -> Node:
         node = self.inodes.get(inode)
         if node is None:
-            raise enoent()
+            raise NoEntry(f"inode {inode}")
         return node
 
-    def _result_entry(self, node: Node) -> pyfuse3.EntryAttributes:
-        body = self.tree.result_body(node)
-        return self.attrs.file(node.inode, len(body), node.last_mtime_ns, writable=False,
-                               timeout=self.service.ttl(node.owner))
+    def _instant_entry(self, node: Node, kind: Behaviour) -> pyfuse3.EntryAttributes:
+        """Attributes without awaiting (result files: the hot path)."""
+        body = kind.body_now(self.tree, node)
+        return self.attrs.file(node.inode, len(body), kind.mtime_now(self.tree, node),
+                               writable=kind.writable,
+                               timeout=kind.entry_timeout(self.tree, node))
 
     async def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
-        kind = node.kind
-        if kind is NodeKind.RESULT_FILE:  # the hot path: no awaits
-            return self._result_entry(node)
+        kind = behaviour(node)
+        if kind.instant:
+            return self._instant_entry(node, kind)
         if kind.is_dir:
-            return self.attrs.directory(node.inode, self._mtime_ns(node.owner))
-        body = await self.tree.content(node)
-        if kind is NodeKind.LINK:
-            return self.attrs.link(node.inode, len(body))
-        writable = kind not in READ_ONLY
-        control = CONTROL_BY_KIND.get(kind)
-        mtime_key = control_mtime_key(node.owner, kind) if control and control.writable \
-            else node.owner
-        mtime_ns = await self.tree.mtime_ns(node) or self._mtime_ns(mtime_key)
-        return self.attrs.file(node.inode, len(body), mtime_ns, writable=writable)
+            return self.attrs.directory(node.inode, self.tree.mtime_ns(node.owner))
+        size = len(await kind.content(self.tree, node))
+        if kind.is_link:
+            return self.attrs.link(node.inode, size)
+        return self.attrs.file(node.inode, size, await kind.mtime_ns(self.tree, node),
+                               writable=kind.writable,
+                               timeout=kind.entry_timeout(self.tree, node))
 
     async def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
         entry = await self._entry(node)
@@ -125,26 +119,6 @@ class KgOperations(pyfuse3.Operations):
                 self.kernel.forget_name(directory.inode, name)
         self.kernel.flush_soon()
 
-    def _touch(self, owner: str) -> None:
-        now = time.time_ns()
-        if not self.service.touch(owner, now):  # a query's are kept with its state
-            self.attrs.touch(owner, now)
-
-    def _mtime_ns(self, owner: str) -> int:
-        return self.service.meta_mtime_ns(owner) or self.attrs.meta_mtime_ns(owner)
-
-    async def _commit(self, control: Control, owner: str, value: object) -> None:
-        """Set a control's value, once; an unchanged value changes nothing (no refresh,
-        no mtime: vim's "changed since reading" check compares mtimes)."""
-        assert control.commit is not None and control.current is not None
-        path = query_path(owner)
-        if control.current(self.service.get(path)) == value:
-            return
-        self._touch(owner)
-        self._touch(control_mtime_key(owner, control.kind))
-        await control.commit(self.service, path, value)  # state changes before any await
-        await self.kernel.flush()  # names that left stop resolving before we return
-
     # -- lookups and attributes --------------------------------------------------------
 
     @handler
@@ -155,16 +129,17 @@ class KgOperations(pyfuse3.Operations):
         except NameTooLong:
             raise
         except InvalidName:  # such a name can never exist here
-            raise enoent() from None
-        node = await self.tree.child(self._node(parent_inode), child_name)
-        await self.tree.refresh_meta(node)
+            raise NoEntry(os.fsdecode(name)) from None
+        parent = self._node(parent_inode)
+        node = await behaviour(parent).child(self.tree, parent, child_name)
+        await behaviour(node).refresh(self.tree, node)
         return await self._remember(node)
 
     @handler
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext
                       ) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
-        await self.tree.refresh_meta(node)
+        await behaviour(node).refresh(self.tree, node)
         return await self._entry(node)
 
     def forget(self, inode_list: list[tuple[int, int]]) -> None:
@@ -184,33 +159,12 @@ class KgOperations(pyfuse3.Operations):
                       fields: pyfuse3.SetattrFields, fh: int | None,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         node = self._node(inode)
-        changes_owner = fields.update_mode or fields.update_uid or fields.update_gid
-        if changes_owner and node.kind not in (NodeKind.SCRATCH_FILE, NodeKind.INGEST_FILE):
-            raise _eperm()
+        kind = behaviour(node)
+        if (fields.update_mode or fields.update_uid or fields.update_gid) and not kind.chown:
+            raise NotPermitted(f"{node.kind.value}: mode and owner are fixed")
         if fields.update_size:
-            await self._truncate(node, attr.st_size, fh)
+            await kind.truncate(self.tree, node, attr.st_size, self.handles.file(fh))
         return await self._entry(node)
-
-    async def _truncate(self, node: Node, size: int, fh: int | None) -> None:
-        control = CONTROL_BY_KIND.get(node.kind)
-        if node.kind is NodeKind.SCRATCH_FILE:
-            self.scratch.resize(node.owner, node.name, size)
-        elif node.kind is NodeKind.INGEST_FILE:
-            pending = self.ingest.get(ontology_of(node.owner), node.name)
-            if pending is None:
-                raise enoent()
-            self.ingest.truncate(pending, size)
-        elif control is not None and control.writable:
-            if size != 0:
-                raise pyfuse3.FUSEError(errno.EINVAL)
-            handle = self.handles.file(fh)
-            if handle is not None and handle.session is not None:
-                handle.session.truncate()  # committed with the session, at flush
-            else:  # truncate(1) on the path: an empty file, durable on return
-                assert control.parse is not None
-                await self._commit(control, node.owner, control.parse(b""))
-        else:
-            raise pyfuse3.FUSEError(errno.EACCES)
 
     @handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
@@ -219,49 +173,39 @@ class KgOperations(pyfuse3.Operations):
     @handler
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         node = self._node(inode)
-        if node.kind is not NodeKind.LINK:
-            raise pyfuse3.FUSEError(errno.EINVAL)
-        return await self.tree.content(node)
+        if not behaviour(node).is_link:
+            raise Invalid("not a link")
+        return await behaviour(node).content(self.tree, node)
 
     @handler
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
         node = self._node(inode)
-        if node.kind is NodeKind.DOCUMENT_FILE:
-            entry = await self.tree.document(node)
-            return [XATTR_WARNINGS] if entry is not None and entry.warnings else []
-        return [XATTR_SCORE, XATTR_CONCEPT] if node.kind is NodeKind.RESULT_FILE else []
+        return await behaviour(node).xattr_names(self.tree, node)
 
     @handler
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         if not name.startswith(XATTR_NAMESPACE):
             # ``ls -l`` asks every file for security.selinux and POSIX ACLs (the kernel
             # caches no answer); "not supported" makes it stop asking for this mount
-            raise pyfuse3.FUSEError(errno.EOPNOTSUPP)
+            raise NotSupported(os.fsdecode(name))
         node = self._node(inode)
-        if node.kind is NodeKind.RESULT_FILE:
-            if name == XATTR_CONCEPT:
-                return node.name.encode()
-            result_set = self.service.listing(node.owner)
-            found = result_set.by_concept.get(node.name) if result_set else None
-            if name == XATTR_SCORE and found is not None:
-                return f"{found.score:.6f}".encode()
-        elif node.kind is NodeKind.DOCUMENT_FILE and name == XATTR_WARNINGS:
-            entry = await self.tree.document(node)
-            if entry is not None and entry.warnings:
-                return "\n".join(entry.warnings).encode()
-        raise pyfuse3.FUSEError(errno.ENODATA)
+        value = await behaviour(node).xattr(self.tree, node, name)
+        if value is None:
+            raise NoAttribute(os.fsdecode(name))
+        return value
 
     # -- directories ----------------------------------------------------------------------
 
     @handler
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         node = self._node(inode)
-        if not node.kind.is_dir:
-            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        kind = behaviour(node)
+        if not kind.is_dir:
+            raise NotDirectory(node.name)
         # '.' and '..' as ls -a expects; the kernel answers their lookups itself (and does
         # not count them), so both carry this directory's identity
         dots = [Entry(name, node.kind, node.owner, node.name) for name in DOTS]
-        handle = DirHandle(dots + await self.tree.children(node))
+        handle = DirHandle(dots + await kind.children(self.tree, node))
         await self.kernel.flush()  # a refetch changed names: tell the kernel first
         return self.handles.add(handle)
 
@@ -271,12 +215,13 @@ class KgOperations(pyfuse3.Operations):
         for index in range(start_id, len(entries)):
             entry = entries[index]
             node = self.inodes.ensure(entry.kind, entry.owner, entry.key)
-            if entry.kind is NodeKind.RESULT_FILE:  # most entries: no awaits
-                attributes = self._result_entry(node)
+            kind = BEHAVIOURS[entry.kind]
+            if kind.instant:  # most entries: no awaits
+                attributes = self._instant_entry(node, kind)
             else:
                 try:
                     attributes = await self._entry(node)
-                except pyfuse3.FUSEError:  # gone since opendir: skip it, keep the offsets
+                except FsError:  # gone since opendir: skip it, keep the offsets
                     continue
             if not pyfuse3.readdir_reply(token, os.fsencode(entry.name), attributes,
                                          index + 1):
@@ -292,68 +237,31 @@ class KgOperations(pyfuse3.Operations):
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         parent = self._node(parent_inode)
-        dir_name = decode_name(name)
-        kind = parent.kind
-        if kind is NodeKind.ONTOLOGY_ROOT:
-            if ontology_file_name(dir_name) != dir_name:  # it would be listed otherwise
-                raise InvalidName(f"not a valid ontology directory name: {dir_name!r}")
-            await self.catalog.create_ontology(dir_name)
-            self._touch("")
-            return await self._remember(
-                self.inodes.ensure(NodeKind.ONTOLOGY_DIR, f"{ONTOLOGY_DIR}/{dir_name}"))
-        if kind not in (NodeKind.ROOT, NodeKind.ONTOLOGY_DIR, NodeKind.QUERY_DIR):
-            raise _eperm()
-        taken = {e.name for e in await self.tree.children(parent)}
-        if dir_name in taken or dir_name in (ONTOLOGY_DIR, DOCUMENTS, INGEST, META_DIR) and \
-                kind is not NodeKind.QUERY_DIR:
-            raise pyfuse3.FUSEError(errno.EEXIST)
-        base = () if kind is NodeKind.ROOT else query_path(parent.owner)
-        query = await self.service.create((*base, dir_name))
-        self._touch(parent.owner)
-        return await self._remember(self.inodes.ensure(NodeKind.QUERY_DIR, query.key))
+        node = await behaviour(parent).mkdir(self.tree, parent, decode_name(name))
+        return await self._remember(node)
 
     @handler
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent = self._node(parent_inode)
-        dir_name = decode_name(name)
-        child = await self.tree.child(parent, dir_name)
-        if child.kind is NodeKind.ONTOLOGY_DIR:
-            if not self.allow_ontology_delete:
-                raise _eperm()
-            await self.catalog.delete_ontology(ontology_of(child.owner))
-        elif child.kind is NodeKind.QUERY_DIR:
-            await self.service.remove(query_path(child.owner))
-        elif child.kind is NodeKind.META_DIR:
-            return  # part of its query (rm -r on the way to removing the query): accepted
-        else:
-            raise pyfuse3.FUSEError(errno.ENOTDIR if not child.kind.is_dir else errno.EPERM)
-        self.inodes.detach_owner(child.owner)
-        self._touch(parent.owner)
+        child = await behaviour(parent).child(self.tree, parent, decode_name(name))
+        if await behaviour(child).rmdir(self.tree, child):
+            self.inodes.detach_owner(child.owner)
+            self.tree.touch(parent.owner)
 
     @handler
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         parent = self._node(parent_inode)
-        link_name = decode_name(name)
-        if parent.kind is not NodeKind.QUERY_DIR or parent.owner.startswith(ONTOLOGY_DIR + "/"):
-            raise _eperm()
-        if link_name in {e.name for e in await self.tree.children(parent)}:
-            raise pyfuse3.FUSEError(errno.EEXIST)
-        target_text = decode_name(target, PATH_MAX)
-        ontology = resolve_link_target(parent.owner, target_text, self.mountpoint)
-        if ontology is None or not await self.tree.ontology_exists(ontology):
-            raise pyfuse3.FUSEError(errno.EINVAL)
-        await self.service.add_link(query_path(parent.owner), Link(
-            link_name, target_text, self.catalog.server_name(ontology)))
-        self._touch(parent.owner)
-        return await self._remember(self.inodes.ensure(NodeKind.LINK, parent.owner, link_name))
+        node = await behaviour(parent).symlink(self.tree, parent, decode_name(name),
+                                               decode_name(target, PATH_MAX))
+        return await self._remember(node)
 
     @handler
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         """FIFOs, sockets and devices have no meaning here (``mkfifo``: EPERM)."""
         decode_name(name)
-        raise _eperm()
+        raise NotPermitted("no special files")
 
     # -- files ------------------------------------------------------------------------------
 
@@ -361,34 +269,24 @@ class KgOperations(pyfuse3.Operations):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext
                    ) -> pyfuse3.FileInfo:
         node = self._node(inode)
-        writing = (flags & os.O_ACCMODE) != os.O_RDONLY
-        if node.kind is NodeKind.RESULT_FILE and not writing:  # the hot path: no awaits
-            handle = FileHandle(node, snapshot=self.tree.result_body(node))
-            return pyfuse3.FileInfo(fh=self.handles.add(handle), keep_cache=True)
-        if node.kind.is_dir:
-            raise pyfuse3.FUSEError(errno.EISDIR)
-        if writing and node.kind in READ_ONLY:
-            raise pyfuse3.FUSEError(errno.EACCES)
-        await self.tree.refresh_meta(node)
+        kind = behaviour(node)
+        if kind.instant and not writing(flags):  # the hot path: no awaits
+            handle = FileHandle(node, snapshot=kind.body_now(self.tree, node))
+            return self._file_info(self.handles.add(handle), kind)
+        if kind.is_dir:
+            raise IsDirectory(node.name or node.owner)
+        if writing(flags) and not kind.writable:
+            raise ReadOnly(f"{node.kind.value} is read-only")
+        await kind.refresh(self.tree, node)
         handle = FileHandle(node)
-        if node.kind is NodeKind.SCRATCH_FILE and flags & os.O_TRUNC:
-            self.scratch.resize(node.owner, node.name, 0)
-        if node.kind is NodeKind.INGEST_FILE:
-            pending = self.ingest.get(ontology_of(node.owner), node.name)
-            if pending is None:
-                raise enoent()
-            self.ingest.opened(pending)
-            if flags & os.O_TRUNC:
-                self.ingest.truncate(pending, 0)
-            return pyfuse3.FileInfo(fh=self.handles.add(handle), direct_io=True)
-        handle.snapshot = await self.tree.content(node)
-        control = CONTROL_BY_KIND.get(node.kind)
-        if writing and control is not None:
-            handle.session = WriteSession.begin(handle.snapshot, flags, control.append_replaces)
-        fh = self.handles.add(handle)
-        if node.kind is NodeKind.RESULT_FILE:  # pages dropped when the bytes change
+        await kind.open(self.tree, handle, flags)
+        return self._file_info(self.handles.add(handle), kind)
+
+    @staticmethod
+    def _file_info(fh: int, kind: Behaviour) -> pyfuse3.FileInfo:
+        if kind.caching is Caching.KEEP:  # pages dropped when the bytes change
             return pyfuse3.FileInfo(fh=fh, keep_cache=True)
-        if node.kind is NodeKind.DOCUMENT_FILE:
+        if kind.caching is Caching.PAGES:
             return pyfuse3.FileInfo(fh=fh, keep_cache=False)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
@@ -397,122 +295,42 @@ class KgOperations(pyfuse3.Operations):
                      ctx: pyfuse3.RequestContext
                      ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent = self._node(parent_inode)
-        file_name = decode_name(name)
-        if parent.kind is NodeKind.META_DIR and file_name not in CONTROLS:
-            self.tree.query(parent)
-            self.scratch.create(parent.owner, file_name)
-            node = self.inodes.ensure(NodeKind.SCRATCH_FILE, parent.owner, file_name)
-        elif parent.kind is NodeKind.INGEST_DIR:
-            pending = self.ingest.create(ontology_of(parent.owner), file_name)
-            self.ingest.opened(pending)
-            node = self.inodes.ensure(NodeKind.INGEST_FILE, parent.owner, file_name)
-        else:
-            raise _eperm()
+        node = await behaviour(parent).create(self.tree, parent, decode_name(name))
         fh = self.handles.add(FileHandle(node))
         return pyfuse3.FileInfo(fh=fh, direct_io=True), await self._remember(node)
 
     @handler
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self.handles.open_file(fh)
-        if handle.snapshot is None or handle.node.kind in (NodeKind.SCRATCH_FILE,
-                                                            NodeKind.INGEST_FILE):
-            handle.snapshot = await self.tree.content(handle.node)
+        kind = behaviour(handle.node)
+        if handle.snapshot is None or kind.live:
+            handle.snapshot = await kind.content(self.tree, handle.node)
         return handle.snapshot[off : off + size]
 
     @handler
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles.open_file(fh)
-        node = handle.node
-        if node.kind is NodeKind.SCRATCH_FILE:
-            self.scratch.write(node.owner, node.name, off, buf)
-            return len(buf)
-        if node.kind is NodeKind.INGEST_FILE:
-            pending = self.ingest.get(ontology_of(node.owner), node.name)
-            if pending is None:
-                raise enoent()
-            self.ingest.write(pending, off, buf)
-            return len(buf)
-        control = CONTROL_BY_KIND.get(node.kind)
-        if handle.session is None or control is None or control.parse is None:
-            raise pyfuse3.FUSEError(errno.EBADF)
-        session = handle.session
-        content = session.candidate(off, buf)  # ContentTooLarge -> EFBIG
-        try:
-            control.parse(content)  # InvalidThreshold/InvalidSetting -> EINVAL
-        except ValueError:
-            session.refuse()
-            raise
-        session.accept(content)  # validated, not committed: that happens at flush
-        return len(buf)
-
-    async def _commit_session(self, handle: FileHandle, releasing: bool = False) -> None:
-        """Commit what one open() wrote, once. At flush, which close() waits for, so the
-        change is durable when the command returns; after a refused last write nothing
-        is committed and close() reports EINVAL too.
-
-        A shell redirection (``echo 0.6 > f``, ``: > f``) closes its first descriptor,
-        a flush, before the command writes: an empty truncated file is committed only
-        at a later flush or at release, so ``echo 1.5 > f`` never commits "empty"."""
-        session = handle.session
-        control = CONTROL_BY_KIND.get(handle.node.kind)
-        if session is None or control is None or control.parse is None:
-            return
-        if session.refused:
-            if releasing:
-                return
-            raise pyfuse3.FUSEError(errno.EINVAL)
-        content = session.due()
-        if content is None:
-            return
-        if not session.attempted and not releasing:
-            session.flushes += 1
-            if session.flushes < 2:
-                return
-        session.committed()
-        await self._commit(control, handle.node.owner, control.parse(content))
-        handle.snapshot = None
+        return await behaviour(handle.node).write(self.tree, handle, off, buf)
 
     @handler
     async def flush(self, fh: int) -> None:
         handle = self.handles.file(fh)
         if handle is not None and handle.session is not None:  # read-only opens: nothing
-            await self._commit_session(handle)
+            await behaviour(handle.node).flush(self.tree, handle)
 
     @handler
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh)
-        if not isinstance(handle, FileHandle) or handle.node.kind is NodeKind.RESULT_FILE:
-            return
-        node = handle.node
-        if node.kind is NodeKind.INGEST_FILE:
-            pending = self.ingest.get(ontology_of(node.owner), node.name)
-            if pending is not None:
-                self.ingest.closed(ontology_of(node.owner), node.name, pending)
-            return
-        await self._commit_session(handle, releasing=True)  # usually done at flush
+        if isinstance(handle, FileHandle) and not behaviour(handle.node).instant:
+            await behaviour(handle.node).release(self.tree, handle)
 
     @handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         parent = self._node(parent_inode)
-        file_name = decode_name(name)
-        child = await self.tree.child(parent, file_name)
-        if child.kind is NodeKind.SCRATCH_FILE:
-            self.scratch.pop(child.owner, child.name)
-        elif child.kind in (NodeKind.INGEST_FILE, NodeKind.JOB_FILE):
-            self.ingest.remove(ontology_of(child.owner), file_name)
-        elif child.kind is NodeKind.LINK:
-            await self.service.remove_link(query_path(child.owner), child.name)
-        elif child.kind is NodeKind.DOCUMENT_FILE and self.allow_document_delete:
-            await self.catalog.delete_document(child.name)
-            self.service.content_changed()
-        elif child.kind.is_dir:
-            raise pyfuse3.FUSEError(errno.EISDIR)
-        elif child.kind in VIEWS:
-            return  # generated from the query: removing it changes nothing (see VIEWS)
-        else:
-            raise _eperm()
-        self.inodes.detach(child.kind, child.owner, child.name)
-        self._touch(parent.owner)
+        child = await behaviour(parent).child(self.tree, parent, decode_name(name))
+        if await behaviour(child).unlink(self.tree, child):
+            self.inodes.detach(child.kind, child.owner, child.name)
+            self.tree.touch(parent.owner)
 
     @handler
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
@@ -520,32 +338,6 @@ class KgOperations(pyfuse3.Operations):
         old_parent, new_parent = self._node(parent_inode_old), self._node(parent_inode_new)
         old, new = decode_name(name_old), decode_name(name_new)
         if flags:
-            raise pyfuse3.FUSEError(errno.EINVAL)
-        if old_parent.kind is NodeKind.INGEST_DIR and new_parent.kind is NodeKind.INGEST_DIR:
-            self.ingest.move((ontology_of(old_parent.owner), old),
-                             (ontology_of(new_parent.owner), new))
-            self.inodes.move((NodeKind.INGEST_FILE, old_parent.owner, old),
-                             (NodeKind.INGEST_FILE, new_parent.owner, new))
-            return
-        if (parent_inode_old != parent_inode_new or old_parent.kind is not NodeKind.META_DIR
-                or old in CONTROLS):
-            raise _eperm()
-        await self._rename_scratch(old_parent, old, new)
+            raise Invalid("RENAME_EXCHANGE and RENAME_NOREPLACE are not supported")
+        await behaviour(old_parent).rename(self.tree, old_parent, old, new_parent, new)
 
-    async def _rename_scratch(self, meta: Node, old: str, new: str) -> None:
-        """``sed -i`` and editors: a scratch file renamed over a control file commits it
-        (if valid); the kernel's inode for the scratch file now answers as the control."""
-        content = self.scratch.get(meta.owner, old)
-        if content is None:
-            raise enoent()
-        control = CONTROLS.get(new)
-        if control is not None:
-            if control.parse is None:
-                raise _eperm()
-            await self._commit(control, meta.owner, control.parse(bytes(content)))
-            self.scratch.pop(meta.owner, old)
-            new_key = (control.kind, meta.owner, "")
-        else:
-            self.scratch.move(meta.owner, old, new)
-            new_key = (NodeKind.SCRATCH_FILE, meta.owner, new)
-        self.inodes.move((NodeKind.SCRATCH_FILE, meta.owner, old), new_key)

@@ -1,7 +1,8 @@
 """Saved queries as a service: create, remove, change settings, fetch results.
 
 This is the domain layer under the FUSE operations, and the façade over everything the
-mount holds per query: it knows nothing about inodes or errnos, and nothing outside
+mount holds per query: it knows nothing about inodes or errnos (its errors are typed:
+see ``errors``), and nothing outside
 reaches into its caches. Queries are identified by their path from the mount root
 (``("gzip",)``, ``("gzip", "levels")``, ``("ontology", "Data Compression and
 Archiving", "gzip")``); their runtime state (listing, names, mtimes, negative cache,
@@ -28,6 +29,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.fs.errors import Exists, NoEntry, NotEmpty
 from kg_fuse.fs.names import parse_query_dir_name
 from kg_fuse.fs.plan import Level, QueryPlan
 from kg_fuse.fs.queries import (
@@ -53,15 +55,15 @@ from kg_fuse.fs.threshold import (
 log = logging.getLogger(__name__)
 
 
-class QueryExists(Exception):
+class QueryExists(Exists):
     """A query with this path is already saved."""
 
 
-class QueryNotFound(Exception):
+class QueryNotFound(NoEntry):
     """No saved query has this path."""
 
 
-class QueryNotEmpty(Exception):
+class QueryNotEmpty(NotEmpty):
     """The query still has nested queries."""
 
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kg_fuse.fs.errors import Invalid
+
 INHERIT_WORDS = ("inherit", "default")
 STANDARD = "standard"  # the preset that means inherit
 #: Intensity presets (ChromaDB's idea, relative to the calibrated default instead of
@@ -32,7 +34,7 @@ Threshold = float | str | None
 _NUMBER = re.compile(r"^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
-class InvalidThreshold(ValueError):
+class InvalidThreshold(Invalid):
     """Text that is not a threshold: the write is refused with EINVAL."""
 
 

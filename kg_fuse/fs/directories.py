@@ -1,0 +1,245 @@
+"""What each kind of directory holds, and what can be made or removed in it.
+
+The rules of the tree live here, not in the FUSE layer: which names are reserved, that
+an ontology directory's name must be listable as typed, that ``rmdir`` of an ontology
+needs ``--allow-ontology-delete``, that links are made only in global queries, and how
+editors' renames in ``.meta`` commit a control file.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kg_fuse.fs.catalog import ontology_file_name
+from kg_fuse.fs.errors import Exists, InvalidName, NoEntry, NotPermitted
+from kg_fuse.fs.files import commit
+from kg_fuse.fs.links import link_target_ontology
+from kg_fuse.fs.meta import CONTROLS
+from kg_fuse.fs.names import META_DIR
+from kg_fuse.fs.nodes import Node, NodeKind
+from kg_fuse.fs.queries import ONTOLOGY_DIR, Link, QueryPath
+from kg_fuse.fs.tree import (
+    DOCUMENTS,
+    INGEST,
+    ONTOLOGY_PREFIX,
+    Behaviour,
+    Entry,
+    Tree,
+    ontology_of,
+    query_path,
+)
+
+log = logging.getLogger(__name__)
+
+# Names a query may not take where the tree puts its own directories.
+RESERVED = frozenset({ONTOLOGY_DIR, DOCUMENTS, INGEST, META_DIR})
+
+
+class Directory(Behaviour):
+    is_dir = True
+
+
+class QueryHolder(Directory):
+    """A directory where ``mkdir NAME`` saves a query (the root, an ontology, a query)."""
+
+    reserved: frozenset[str] = RESERVED
+
+    def query_base(self, node: Node) -> QueryPath:
+        """The path new queries in this directory extend."""
+        return query_path(node.owner)
+
+    async def mkdir(self, tree: Tree, parent: Node, name: str) -> Node:
+        taken = {e.name for e in await self.children(tree, parent)}
+        if name in taken or name in self.reserved:
+            raise Exists(name)
+        query = await tree.service.create((*self.query_base(parent), name))
+        tree.touch(parent.owner)
+        return tree.inodes.ensure(NodeKind.QUERY_DIR, query.key)
+
+
+class Root(QueryHolder):
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        return [Entry(ONTOLOGY_DIR, NodeKind.ONTOLOGY_ROOT, ""), *tree.queries(())]
+
+    async def child(self, tree: Tree, node: Node, name: str) -> Node:
+        # a path walk's first step: no listing built
+        if name == ONTOLOGY_DIR:
+            return tree.inodes.ensure(NodeKind.ONTOLOGY_ROOT)
+        top = tree.service.find((name,))
+        if top is None:
+            raise NoEntry(name)
+        return tree.inodes.ensure(NodeKind.QUERY_DIR, top.key)
+
+    def query_base(self, node: Node) -> QueryPath:
+        return ()
+
+
+class OntologyRoot(Directory):
+    """``ontology/``: one directory per ontology on the server; ``mkdir`` makes one."""
+
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        return [Entry(name, NodeKind.ONTOLOGY_DIR, ONTOLOGY_PREFIX + name)
+                for name in sorted(await tree.catalog.ontologies())]
+
+    async def mkdir(self, tree: Tree, parent: Node, name: str) -> Node:
+        if ontology_file_name(name) != name:  # it would be listed under another name
+            raise InvalidName(f"not a valid ontology directory name: {name!r}")
+        await tree.catalog.create_ontology(name)
+        tree.touch("")
+        return tree.inodes.ensure(NodeKind.ONTOLOGY_DIR, ONTOLOGY_PREFIX + name)
+
+
+class OntologyDir(QueryHolder):
+    """``ontology/NAME/``: its documents, its drop box and the queries scoped to it."""
+
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        if not await tree.ontology_exists(ontology_of(node.owner)):
+            raise NoEntry(node.owner)
+        return [Entry(DOCUMENTS, NodeKind.DOCUMENTS_DIR, node.owner),
+                Entry(INGEST, NodeKind.INGEST_DIR, node.owner),
+                *tree.queries(query_path(node.owner))]
+
+    async def rmdir(self, tree: Tree, node: Node) -> bool:
+        if not tree.allow_ontology_delete:
+            raise NotPermitted("deleting an ontology needs --allow-ontology-delete")
+        await tree.catalog.delete_ontology(ontology_of(node.owner))
+        return True
+
+
+class DocumentsDir(Directory):
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        docs = await tree.catalog.documents(ontology_of(node.owner))
+        return [Entry(d.file_name, NodeKind.DOCUMENT_FILE, node.owner, d.document_id)
+                for d in docs.values()]
+
+
+def _ingest_kind(tree: Tree, ontology: str, name: str) -> NodeKind:
+    return NodeKind.INGEST_FILE if tree.ingest.get(ontology, name) else NodeKind.JOB_FILE
+
+
+class IngestDir(Directory):
+    """``ingest/``: files copied in are uploaded; ``NAME.ingesting`` shows each job."""
+
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        ontology = ontology_of(node.owner)
+        return [Entry(n, _ingest_kind(tree, ontology, n), node.owner, n)
+                for n in tree.ingest.names(ontology)]
+
+    async def child(self, tree: Tree, node: Node, name: str) -> Node:
+        ontology = ontology_of(node.owner)
+        if tree.ingest.get(ontology, name) is None and tree.ingest.job(ontology, name) is None:
+            raise NoEntry(name)
+        return tree.inodes.ensure(_ingest_kind(tree, ontology, name), node.owner, name)
+
+    async def create(self, tree: Tree, parent: Node, name: str) -> Node:
+        pending = tree.ingest.create(ontology_of(parent.owner), name)
+        tree.ingest.opened(pending)
+        return tree.inodes.ensure(NodeKind.INGEST_FILE, parent.owner, name)
+
+    async def rename(self, tree: Tree, parent: Node, old: str, new_parent: Node,
+                     new: str) -> None:
+        """``mv`` within or between drop boxes: the upload goes where the file went."""
+        if new_parent.kind is not NodeKind.INGEST_DIR:
+            raise NotPermitted("a file in ingest/ can only move to another ingest/")
+        tree.ingest.move((ontology_of(parent.owner), old), (ontology_of(new_parent.owner), new))
+        tree.inodes.move((NodeKind.INGEST_FILE, parent.owner, old),
+                         (NodeKind.INGEST_FILE, new_parent.owner, new))
+
+
+class QueryDir(QueryHolder):
+    """A saved query: ``.meta/``, nested queries, links, then one file per result."""
+
+    reserved = frozenset()  # '.meta' is taken by the listing itself
+
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        query = tree.query(node)
+        entries = [Entry(META_DIR, NodeKind.META_DIR, query.key),
+                   *tree.queries(query.path),
+                   *(Entry(k.name, NodeKind.LINK, query.key, k.name) for k in query.links)]
+        taken = {e.name for e in entries}
+        result_set = await tree.service.results(query)
+        return entries + [Entry(f.name, NodeKind.RESULT_FILE, query.key, f.concept_id)
+                          for f in result_set.files.values() if f.name not in taken]
+
+    async def child(self, tree: Tree, node: Node, name: str) -> Node:
+        query = tree.query(node)
+        if name == META_DIR:
+            return tree.inodes.ensure(NodeKind.META_DIR, node.owner)
+        nested = tree.service.find((*query.path, name))
+        if nested is not None:
+            return tree.inodes.ensure(NodeKind.QUERY_DIR, nested.key)
+        if any(k.name == name for k in query.links):
+            return tree.inodes.ensure(NodeKind.LINK, node.owner, name)
+        found = (await tree.service.results(query)).files.get(name)
+        if found is None:
+            raise NoEntry(name)
+        return tree.inodes.ensure(NodeKind.RESULT_FILE, node.owner, found.concept_id)
+
+    async def rmdir(self, tree: Tree, node: Node) -> bool:
+        await tree.service.remove(query_path(node.owner))  # its scratch files too
+        return True
+
+    async def symlink(self, tree: Tree, parent: Node, name: str, target: str) -> Node:
+        """``ln -s ../ontology/NAME LINK``: the query also searches that ontology."""
+        if parent.owner.startswith(ONTOLOGY_PREFIX):
+            raise NotPermitted("a scoped query searches its own ontology: no links")
+        if name in {e.name for e in await self.children(tree, parent)}:
+            raise Exists(name)
+        ontology = link_target_ontology(parent.owner, target, tree.mountpoint)
+        if not await tree.ontology_exists(ontology):
+            raise InvalidName(f"no ontology {ontology!r} on the server")
+        await tree.service.add_link(query_path(parent.owner), Link(
+            name, target, tree.catalog.server_name(ontology)))
+        tree.touch(parent.owner)
+        return tree.inodes.ensure(NodeKind.LINK, parent.owner, name)
+
+
+class MetaDir(Directory):
+    """``.meta/``: the control files, and editors' scratch files next to them."""
+
+    async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        query = tree.query(node)
+        return [Entry(n, c.kind, query.key) for n, c in CONTROLS.items()] + [
+            Entry(n, NodeKind.SCRATCH_FILE, query.key, n)
+            for n in tree.scratch.names(query.key)]
+
+    async def child(self, tree: Tree, node: Node, name: str) -> Node:
+        tree.query(node)
+        control = CONTROLS.get(name)
+        if control is not None:
+            return tree.inodes.ensure(control.kind, node.owner)
+        if tree.scratch.get(node.owner, name) is None:
+            raise NoEntry(name)
+        return tree.inodes.ensure(NodeKind.SCRATCH_FILE, node.owner, name)
+
+    async def create(self, tree: Tree, parent: Node, name: str) -> Node:
+        if name in CONTROLS:
+            raise NotPermitted(f"{name} is a control file")
+        tree.query(parent)
+        tree.scratch.create(parent.owner, name)
+        return tree.inodes.ensure(NodeKind.SCRATCH_FILE, parent.owner, name)
+
+    async def rmdir(self, tree: Tree, node: Node) -> bool:
+        return False  # part of its query (rm -r on the way to removing it): accepted
+
+    async def rename(self, tree: Tree, parent: Node, old: str, new_parent: Node,
+                     new: str) -> None:
+        """``sed -i`` and editors: a scratch file renamed over a control file commits it
+        (if valid); the kernel's inode for the scratch file now answers as the control."""
+        if new_parent is not parent or old in CONTROLS:
+            raise NotPermitted("control files stay where they are")
+        content = tree.scratch.get(parent.owner, old)
+        if content is None:
+            raise NoEntry(old)
+        control = CONTROLS.get(new)
+        if control is not None:
+            if control.parse is None:
+                raise NotPermitted(f"{new} is read-only")
+            await commit(tree, control, parent.owner, control.parse(bytes(content)))
+            tree.scratch.pop(parent.owner, old)
+            new_key = (control.kind, parent.owner, "")
+        else:
+            tree.scratch.move(parent.owner, old, new)
+            new_key = (NodeKind.SCRATCH_FILE, parent.owner, new)
+        tree.inodes.move((NodeKind.SCRATCH_FILE, parent.owner, old), new_key)
+

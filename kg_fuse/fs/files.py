@@ -1,0 +1,314 @@
+"""What each kind of file contains, and how it is written, truncated and removed.
+
+The control files' commit protocol lives here: a write is validated as it arrives and
+buffered in a ``control.WriteSession``; the value is committed once, at flush (which
+``close()`` waits for), only if the session's last write was accepted and only if the
+value changes (so a control file's mtime moves with its value).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import trio
+
+from kg_fuse.fs.control import WriteSession
+from kg_fuse.fs.errors import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
+from kg_fuse.fs.handles import FileHandle
+from kg_fuse.fs.ingest import PendingFile
+from kg_fuse.fs.meta import Control, control_mtime_key
+from kg_fuse.fs.nodes import Node, NodeKind
+from kg_fuse.fs.tree import Behaviour, Caching, Tree, ontology_of, query_path, writing
+
+log = logging.getLogger(__name__)
+
+XATTR_SCORE = b"user.kg.score"
+XATTR_CONCEPT = b"user.kg.concept_id"
+XATTR_WARNINGS = b"user.kg.warnings"  # a document's status: one warning per line
+
+
+async def commit(tree: Tree, control: Control, owner: str, value: object) -> None:
+    """Set a control's value, once; an unchanged value changes nothing (no refresh,
+    no mtime: vim's "changed since reading" check compares mtimes)."""
+    assert control.commit is not None and control.current is not None
+    path = query_path(owner)
+    if control.current(tree.service.get(path)) == value:
+        return
+    tree.touch(owner)
+    tree.touch(control_mtime_key(owner, control.kind))
+    await control.commit(tree.service, path, value)  # state changes before any await
+    await tree.settle()  # names that left stop resolving before we return
+
+
+class ControlFile(Behaviour):
+    """A ``.meta`` control file (see ``meta.CONTROLS``): generated from the query;
+    the writable ones take a new value through a write session."""
+
+    def __init__(self, control: Control) -> None:
+        self.control = control
+        self.writable = control.writable
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        query = tree.query(node)
+        return self.control.render(tree.service, query, tree.service.fetch_error(query.key))
+
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        # a writable control's mtime moves only with its own value
+        owner = node.owner
+        return tree.mtime_ns(control_mtime_key(owner, node.kind) if self.writable else owner)
+
+    async def refresh(self, tree: Tree, node: Node) -> None:
+        """Learn the server default if stale; for the status, also try to fetch the
+        results it describes (both deadlines run side by side)."""
+        query = tree.query(node)
+        if node.kind is not NodeKind.STATUS_FILE:
+            await tree.service.current_default()
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tree.service.current_default)
+            nursery.start_soon(tree.service.refresh_status, query)
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        return False  # generated: ``rm -r QUERY`` removes the query quietly
+
+    async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
+        handle.snapshot = await self.content(tree, handle.node)
+        if writing(flags) and self.writable:
+            handle.session = WriteSession.begin(handle.snapshot, flags,
+                                                self.control.append_replaces)
+
+    async def truncate(self, tree: Tree, node: Node, size: int,
+                       handle: FileHandle | None) -> None:
+        if not self.writable:
+            raise ReadOnly(f"{node.kind.value} is read-only")
+        if size != 0:
+            raise Invalid("a control file can only be emptied")
+        if handle is not None and handle.session is not None:
+            handle.session.truncate()  # committed with the session, at flush
+        else:  # truncate(1) on the path: an empty file, durable on return
+            assert self.control.parse is not None
+            await commit(tree, self.control, node.owner, self.control.parse(b""))
+
+    async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
+        session, parse = handle.session, self.control.parse
+        if session is None or parse is None:
+            raise BadHandle("not open for writing")
+        content = session.candidate(offset, data)  # ContentTooLarge
+        try:
+            parse(content)  # InvalidThreshold/InvalidSetting
+        except ValueError:
+            session.refuse()
+            raise
+        session.accept(content)  # validated, not committed: that happens at flush
+        return len(data)
+
+    async def flush(self, tree: Tree, handle: FileHandle) -> None:
+        await self._commit_session(tree, handle, releasing=False)
+
+    async def release(self, tree: Tree, handle: FileHandle) -> None:
+        await self._commit_session(tree, handle, releasing=True)  # usually done at flush
+
+    async def _commit_session(self, tree: Tree, handle: FileHandle, releasing: bool) -> None:
+        """Commit what one open() wrote, once; after a refused last write nothing is
+        committed and close() reports EINVAL too.
+
+        A shell redirection (``echo 0.6 > f``, ``: > f``) closes its first descriptor,
+        a flush, before the command writes: an empty truncated file is committed only
+        at a later flush or at release, so ``echo 1.5 > f`` never commits "empty"."""
+        session, parse = handle.session, self.control.parse
+        if session is None or parse is None:
+            return
+        if session.refused:
+            if releasing:
+                return
+            raise Invalid("the last write was refused; the old value stays")
+        content = session.due()
+        if content is None:
+            return
+        if not session.attempted and not releasing:
+            session.flushes += 1
+            if session.flushes < 2:
+                return
+        session.committed()
+        await commit(tree, self.control, handle.node.owner, parse(content))
+        handle.snapshot = None
+
+
+class ScratchFile(Behaviour):
+    """An editor's temporary file in ``.meta``, in memory until renamed or removed."""
+
+    writable = chown = live = True
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        data = tree.scratch.get(node.owner, node.name)
+        if data is None:
+            raise NoEntry(node.name)
+        return bytes(data)
+
+    async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
+        if flags & os.O_TRUNC:
+            tree.scratch.resize(handle.node.owner, handle.node.name, 0)
+        await super().open(tree, handle, flags)
+
+    async def truncate(self, tree: Tree, node: Node, size: int,
+                       handle: FileHandle | None) -> None:
+        tree.scratch.resize(node.owner, node.name, size)
+
+    async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
+        tree.scratch.write(handle.node.owner, handle.node.name, offset, data)
+        return len(data)
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        tree.scratch.pop(node.owner, node.name)
+        return True
+
+
+def _pending(tree: Tree, node: Node) -> PendingFile:
+    pending = tree.ingest.get(ontology_of(node.owner), node.name)
+    if pending is None:
+        raise NoEntry(node.name)
+    return pending
+
+
+class IngestFile(Behaviour):
+    """A file being written into ``ingest/``, uploaded after its last close."""
+
+    writable = chown = live = True
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        return bytes(_pending(tree, node).data)
+
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        return _pending(tree, node).mtime_ns
+
+    async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
+        pending = _pending(tree, handle.node)
+        tree.ingest.opened(pending)
+        if flags & os.O_TRUNC:
+            tree.ingest.truncate(pending, 0)
+
+    async def truncate(self, tree: Tree, node: Node, size: int,
+                       handle: FileHandle | None) -> None:
+        tree.ingest.truncate(_pending(tree, node), size)
+
+    async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
+        tree.ingest.write(_pending(tree, handle.node), offset, data)
+        return len(data)
+
+    async def release(self, tree: Tree, handle: FileHandle) -> None:
+        node = handle.node
+        pending = tree.ingest.get(ontology_of(node.owner), node.name)
+        if pending is not None:
+            tree.ingest.closed(ontology_of(node.owner), node.name, pending)
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        tree.ingest.remove(ontology_of(node.owner), node.name)  # cancels the upload
+        return True
+
+
+class JobFile(Behaviour):
+    """``NAME.ingesting``: the upload's job, as the server reports it."""
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        job = tree.ingest.job(ontology_of(node.owner), node.name)
+        if job is None:
+            raise NoEntry(node.name)
+        return job.render()
+
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        job = tree.ingest.job(ontology_of(node.owner), node.name)
+        return job.mtime_ns if job is not None else tree.mtime_ns(node.owner)
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        tree.ingest.remove(ontology_of(node.owner), node.name)  # dismisses a finished job
+        return True
+
+
+class DocumentFile(Behaviour):
+    """A document of an ontology, as ingested (its id is its content hash)."""
+
+    caching = Caching.PAGES
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        return await tree.catalog.content(node.name)
+
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        return entry.mtime_ns if entry is not None else tree.mtime_ns(node.owner)
+
+    async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
+        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        return [XATTR_WARNINGS] if entry is not None and entry.warnings else []
+
+    async def xattr(self, tree: Tree, node: Node, name: bytes) -> bytes | None:
+        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        if name == XATTR_WARNINGS and entry is not None and entry.warnings:
+            return "\n".join(entry.warnings).encode()
+        return None
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        if not tree.allow_document_delete:
+            raise NotPermitted("deleting a document needs --allow-document-delete")
+        await tree.catalog.delete_document(node.name)
+        tree.service.content_changed()
+        return True
+
+
+class ResultFile(Behaviour):
+    """One concept a query found; an inode the kernel still holds after the result left
+    the listing keeps its last bytes."""
+
+    caching = Caching.KEEP
+    instant = True
+
+    def body_now(self, tree: Tree, node: Node) -> bytes:
+        result_set = tree.service.listing(node.owner)
+        found = result_set.by_concept.get(node.name) if result_set else None
+        if found is not None:
+            node.last_body, node.last_mtime_ns = found.body, found.mtime_ns
+        return node.last_body
+
+    def mtime_now(self, tree: Tree, node: Node) -> int:
+        return node.last_mtime_ns
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        return self.body_now(tree, node)
+
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        return node.last_mtime_ns
+
+    async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
+        return [XATTR_SCORE, XATTR_CONCEPT]
+
+    def entry_timeout(self, tree: Tree, node: Node) -> float:
+        return tree.service.ttl(node.owner)
+
+    async def xattr(self, tree: Tree, node: Node, name: bytes) -> bytes | None:
+        if name == XATTR_CONCEPT:
+            return node.name.encode()
+        result_set = tree.service.listing(node.owner)
+        found = result_set.by_concept.get(node.name) if result_set else None
+        if name == XATTR_SCORE and found is not None:
+            return f"{found.score:.6f}".encode()
+        return None
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        return False  # generated: ``rm -r QUERY`` removes the query quietly
+
+
+class LinkFile(Behaviour):
+    """``ln -s ../ontology/NAME LINK`` in a query: the query also searches NAME."""
+
+    is_link = True
+
+    async def content(self, tree: Tree, node: Node) -> bytes:
+        query = tree.query(node)
+        target = next((k.target for k in query.links if k.name == node.name), None)
+        if target is None:
+            raise NoEntry(node.name)
+        return target.encode()
+
+    async def unlink(self, tree: Tree, node: Node) -> bool:
+        await tree.service.remove_link(query_path(node.owner), node.name)
+        return True

@@ -41,7 +41,6 @@ def document_file_name(name: str, disambiguator: str = "") -> str:
 class DocumentEntry:
     file_name: str
     document_id: str
-    size: int
     mtime_ns: int  # when the server stored it, or (if it does not say) when we first saw it
     warnings: tuple[str, ...] = ()  # its status: near-duplicate sections, say
 
@@ -96,7 +95,10 @@ class Catalog:
         self.invalidate()
 
     async def documents(self, ontology: str) -> dict[str, DocumentEntry]:
-        """An ontology's documents by unique file name, with their exact sizes."""
+        """An ontology's documents by unique file name. Their contents are fetched
+        here too, in parallel: a listing reports each file's exact size, which only the
+        bytes give (the catalog has no sizes), and ``ls -l`` would otherwise fetch them
+        one by one."""
         cached = self._documents.get(ontology)
         if cached is not None:
             return cached
@@ -104,11 +106,10 @@ class Catalog:
         if node is None:
             return {}
         docs = await self._client.catalog_all(parent=node.id)
-        contents: dict[str, bytes] = {}
 
         async def load(doc_id: str, limiter: trio.CapacityLimiter) -> None:
             async with limiter:
-                contents[doc_id] = await self.content(doc_id)
+                await self.content(doc_id)
 
         limiter = trio.CapacityLimiter(CONTENT_CONCURRENCY)
         async with trio.open_nursery() as nursery:
@@ -119,8 +120,8 @@ class Catalog:
         for doc in docs:
             file_name = names.name_for(doc.id, doc.name)
             seen = self._first_seen.setdefault(doc.id, time.time_ns())
-            entries[file_name] = DocumentEntry(file_name, doc.id, len(contents[doc.id]),
-                                               doc.created_ns or seen, doc.warnings)
+            entries[file_name] = DocumentEntry(file_name, doc.id, doc.created_ns or seen,
+                                               doc.warnings)
         self._documents[ontology] = entries
         return entries
 

@@ -28,6 +28,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.retry import Backoff, RetryPolicy
 from kg_fuse.fs.errors import Busy, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.limits import MAX_INGEST_BYTES
 
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = MAX_INGEST_BYTES  # larger files fail with EFBIG; the server's cap too
 MAX_PENDING_BYTES = 8 * MAX_INGEST_BYTES  # all files waiting in memory: ENOSPC past it
-RETRY_AFTER = 2.0  # seconds between upload attempts while the server is unreachable
+# while the server is unreachable: 2 s, 4 s, 8 s, then every 10 s, each plus up to 1 s
+UPLOAD_RETRIES = RetryPolicy(initial=2.0, maximum=10.0, jitter=1.0)
 JOB_SUFFIX = ".ingesting"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")  # the platform's
 DUPLICATE = "duplicate"  # a job status of ours: the upload added nothing
@@ -54,6 +56,7 @@ class PendingFile:
     upload_at: float | None = None
     failed: str | None = None  # why a write failed: this content is never uploaded
     mtime_ns: int = field(default_factory=time.time_ns)  # the last write, as ls -l shows it
+    retries: Backoff = field(default_factory=lambda: Backoff(UPLOAD_RETRIES))
 
 
 @dataclass
@@ -221,11 +224,12 @@ class IngestBox:
                 self.server_name(ontology), name, bytes(pending.data),
                 image=name.lower().endswith(IMAGE_EXTENSIONS))
         except (errors.ServerUnreachable, errors.ServerTimeout, errors.ServerFault) as exc:
-            log.warning("upload of %r into %r failed, retrying in %gs: %s", name, ontology,
-                        RETRY_AFTER, exc)
+            delay = pending.retries.failed()
+            log.warning("upload of %r into %r failed, retrying in %.1fs: %s", name, ontology,
+                        delay, exc)
             job.status, job.error = "waiting for the server", str(exc)
             if self.files.get(key) is pending and pending.upload_at is None:
-                pending.upload_at = trio.current_time() + RETRY_AFTER
+                pending.upload_at = trio.current_time() + delay
             return
         except errors.KgError as exc:
             log.warning("upload of %r into %r refused: %s", name, ontology, exc)

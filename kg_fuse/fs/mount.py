@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 class MountOptions:
     mountpoint: Path
     connection: Connection
-    state_dir: Path | None = None
     poll_interval: float = 5.0
     max_age: float = 60.0
     request_timeout: float = 5.0
@@ -36,7 +35,6 @@ class MountOptions:
     ingest_delay: float = 2.0
     allow_ontology_delete: bool = False
     allow_document_delete: bool = False
-    debug_fuse: bool = False
 
 
 SHUTDOWN_GRACE = 1.0  # seconds handlers in flight get to finish once we are unmounting
@@ -107,8 +105,6 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     service, catalog, ingest = operations.service, operations.catalog, operations.ingest
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
-    if options.debug_fuse:
-        fuse_options.add("debug")
     pyfuse3.init(operations, str(options.mountpoint), fuse_options)
     operations.kernel.enabled = True
     log.info("mounted %s (api %s, %d saved queries)", options.mountpoint,
@@ -144,5 +140,5 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
 
 def run_mount(options: MountOptions) -> None:
     """Mount and serve in the foreground until unmounted, SIGINT or SIGTERM."""
-    store = QueryStore(options.state_dir or paths.mount_state_dir(options.mountpoint))
+    store = QueryStore(paths.mount_state_dir(options.mountpoint))
     trio.run(_serve, options, store)

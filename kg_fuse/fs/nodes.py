@@ -1,6 +1,6 @@
 """The inode table: every name the kernel may hold, indexed by inode and by identity.
 
-Nodes are created on demand for a key such as ``(NodeKind.RESULT, query, concept_id)``;
+Nodes are created on demand for a key such as ``(NodeKind.RESULT_FILE, query, concept_id)``;
 the inode number is derived from the key, so the same object keeps its number. Lookup
 counts follow the kernel's: ``forget`` bringing a count to zero frees the node, so the
 table stays bounded. A node whose object went away (``detach``) keeps answering until

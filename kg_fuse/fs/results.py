@@ -17,6 +17,7 @@ then render without details).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import math
@@ -171,7 +172,9 @@ class ResultCache:
         error (a listing for other settings would be a lie)."""
         current = state.listing
         if current is None or current.plan != plan:
-            raise type(error)(str(error))
+            # a copy per raise (method, path and status kept): callers in other tasks
+            # must not share one exception object and its traceback
+            raise copy.copy(error)
         current.stale = True
         return current
 

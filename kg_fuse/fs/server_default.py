@@ -25,6 +25,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.client.retry import Backoff, RetryPolicy
 from kg_fuse.fs.threshold import DefaultOrigin
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ class ServerDefault:
         self._how: str | None = FROM_SAVED if initial is not None else None
         self._learned_wall: float | None = None
         self._learned_at: float | None = None
-        self._failed_at: float | None = None
+        # after a failure the server is not asked again for ``ttl`` (plus jitter)
+        self._retries = Backoff(RetryPolicy(initial=ttl, maximum=ttl, jitter=min(1.0, ttl / 10)))
         self._admin_readable: bool | None = None
         self._on_change = on_change
         self._lock = trio.Lock()
@@ -96,23 +98,21 @@ class ServerDefault:
             if self._on_change is not None:
                 self._on_change(previous, self.value)
 
-    def _failed_recently(self) -> bool:
-        return self._failed_at is not None and trio.current_time() - self._failed_at < self.ttl
-
     async def get(self, timeout: float | None = None) -> float | None:
         """The default, refreshed if older than ``ttl``; the last known value if the
         server cannot be reached (None if it never was). After a failure the server is
         not asked again for ``ttl`` seconds, so a dead server costs one deadline, not one
         per ``stat``."""
-        if self.fresh or self._failed_recently():
+        if self.fresh or self._retries.waiting:
             return self.value
         async with self._lock:
-            if self.fresh or self._failed_recently():
+            if self.fresh or self._retries.waiting:
                 return self.value
             try:
                 self.observe(*await self._learn(timeout))
+                self._retries.succeeded()
             except errors.KgError as exc:
-                self._failed_at = trio.current_time()
+                self._retries.failed()
                 log.info("could not refresh the server default: %s", exc)
         return self.value
 

@@ -16,6 +16,7 @@ from kg_fuse.errors import CommandError, UsageError
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
+_MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to forward
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        "foreground, a file in the state directory otherwise)")
     mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
     mount.set_defaults(func=cmd_mount)
+    _MOUNT_OPTIONS[:] = [a for a in mount._actions if a.option_strings and a.dest != "help"]
 
     unmount = subparsers.add_parser(
         "unmount", help="unmount, also a mount whose process died",
@@ -143,19 +145,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     log_file = args.log_file or paths.mount_state_dir(mountpoint) / "kg-fuse.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
-            "--log-file", str(log_file), "--poll-interval", str(args.poll_interval),
-            "--max-age", str(args.max_age),
-            "--timeout", str(args.timeout), "--probe-timeout", str(args.probe_timeout),
-            "--ingest-delay", str(args.ingest_delay)]
-    for flag, value in (("--api-url", args.api_url), ("--client-id", args.client_id),
-                        ("--client-secret-file", args.client_secret_file)):
-        if value:
-            argv += [flag, value]
-    argv += ["--admin"] if args.admin else []
-    argv += ["--allow-ontology-delete"] if args.allow_ontology_delete else []
-    argv += ["--allow-document-delete"] if args.allow_document_delete else []
-    argv += ["--debug"] if args.debug else []
-    argv += ["--nonempty"] if args.nonempty else []
+            "--log-file", str(log_file), *_forwarded(args, exclude={"foreground", "log_file"})]
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
@@ -174,6 +164,18 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
         reason = " | ".join(line.strip() for line in f.read().strip().splitlines()[-2:])
     raise CommandError(f"mounting {mountpoint} failed: {reason or 'no reason logged'}",
                        hint=f"see {log_file}")
+
+
+def _forwarded(args: argparse.Namespace, exclude: set[str]) -> list[str]:
+    """The mount options of ``args`` as a command line, so the child mounts the same."""
+    argv: list[str] = []
+    for action in _MOUNT_OPTIONS:
+        value = getattr(args, action.dest)
+        if action.dest in exclude or value is None or value is False:
+            continue
+        flag = action.option_strings[0]
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv
 
 
 def _mount_state(mountpoint: Path) -> str:

@@ -16,6 +16,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.client.credentials import Credentials
+from kg_fuse.fs.errors import errno_of
 from kg_fuse.fs.ingest import JOB_SUFFIX
 from kg_fuse.fs.plan import Level, QueryPlan, execute
 from tests.helpers.core import API_URL, Core
@@ -58,9 +59,12 @@ async def test_client_searches_and_reads_concepts_with_one_token(core: Core) -> 
 
 
 async def test_client_errors_are_typed_and_carry_the_errno(core: Core) -> None:
+    """Typed errors that say which call failed and how; fs.errors gives their errnos."""
     with pytest.raises(errors.NotFound) as missing:
         await core.client.concept("no-such-concept")
-    assert missing.value.errno == errno.ENOENT
+    assert errno_of(missing.value) == errno.ENOENT
+    assert (missing.value.method, missing.value.path, missing.value.status) == (
+        "GET", "/query/concept/no-such-concept", 404)
     with pytest.raises(errors.InvalidRequest):
         await core.client.search(SearchRequest(RELEVANT, limit=0))
     wrong = KgApiClient(API_URL, Credentials("kgc_nobody", "wrong", "tests"), timeout=60,
@@ -68,7 +72,7 @@ async def test_client_errors_are_typed_and_carry_the_errno(core: Core) -> None:
     try:
         with pytest.raises(errors.AuthenticationFailed) as refused:
             await wrong.search(SearchRequest(RELEVANT))
-        assert refused.value.errno in (errno.EACCES, errno.EPERM)
+        assert errno_of(refused.value) in (errno.EACCES, errno.EPERM)
     finally:
         await wrong.aclose()
 

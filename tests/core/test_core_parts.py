@@ -18,6 +18,8 @@ from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.fs.errors import errno_of
 from kg_fuse.fs.ingest import JOB_SUFFIX
+from kg_fuse.fs.kinds import BEHAVIOURS
+from kg_fuse.fs.nodes import NodeKind
 from kg_fuse.fs.plan import Level, QueryPlan, execute
 from tests.helpers.core import API_URL, Core
 from tests.helpers.driver import CTX
@@ -245,10 +247,11 @@ async def test_an_unexpected_exception_is_eio_and_logged_never_raised(
 ) -> None:
     await core.fs.mkdir(RELEVANT)
 
-    async def broken(node: object) -> bytes:  # fault injection: a bug in the tree
+    async def broken(tree: object, node: object) -> bytes:  # fault injection: a bug
         raise ValueError("a bug")
 
-    monkeypatch.setattr(core.ops.tree, "content", broken)
+    threshold = BEHAVIOURS[NodeKind.THRESHOLD_FILE]
+    monkeypatch.setattr(threshold, "content", broken)
     with caplog.at_level(logging.ERROR), pytest.raises(pyfuse3.FUSEError) as failed:
         await core.fs.read(f"{RELEVANT}/.meta/threshold")
     assert failed.value.errno == errno.EIO

@@ -97,7 +97,7 @@ async def test_an_unreachable_server_is_an_errno_not_a_crash(core: Core) -> None
 async def test_plan_intersects_levels_and_applies_union_and_exclude(core: Core) -> None:
     read = Level("read data from files", None)
     archives = Level("compressed archives", None)
-    alone = await execute(core.client, QueryPlan((archives,), limit=100))
+    alone = await execute(core.client, QueryPlan((archives,), limit=1000))
     parent = await execute(core.client, QueryPlan((read,), limit=1000))
     nested = await execute(core.client, QueryPlan((read, archives), limit=100))
     ids = {h.concept_id for h in nested.hits}

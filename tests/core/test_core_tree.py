@@ -199,6 +199,7 @@ async def test_union_adds_the_matches_of_each_term(core: Core) -> None:
 async def test_links_restrict_a_query_to_the_linked_ontologies(core: Core) -> None:
     query = "read data from files"
     await core.fs.mkdir(query)
+    await core.fs.write(f"{query}/.meta/limit", b"1000\n")  # no listing cut at the limit
     unrestricted = results(await core.fs.listdir(query))
     await core.fs.symlink(f"{query}/compression", f"../ontology/{COMPRESSION}")
     assert await core.fs.readlink(f"{query}/compression") == f"../ontology/{COMPRESSION}"
@@ -264,18 +265,33 @@ async def test_mknod_is_eperm(core: Core, where: str) -> None:
 
 async def test_status_explains_an_empty_gibberish_directory(core: Core) -> None:
     expected = await search(core, "qwertyuiop", limit=50)
-    assert expected["count"] == 0 and expected["suggested_threshold"] is not None
+    # gibberish: nothing near enough to offer a lower threshold (it would be noise)
+    assert expected["count"] == 0 and expected["suggested_threshold"] is None
     await core.fs.mkdir("qwertyuiop")
     assert results(await core.fs.listdir("qwertyuiop")) == []
     text = (await core.fs.read("qwertyuiop/.meta/status")).decode()
     status = dict(line.split(": ", 1) for line in text.splitlines())
     assert status["results"] == "0"
     assert status["effective threshold"].endswith("(server default)")
+    assert "qwertyuiop" in status["filtered by"]
+    assert "(fresh)" in status["fetched"]
+    assert "hint" not in status and "suggested threshold" not in status
+
+
+async def test_status_suggests_a_threshold_when_an_override_hides_everything(
+        core: Core) -> None:
+    query = "compress data with gzip"
+    await core.fs.mkdir(query)
+    await core.fs.write(f"{query}/.meta/threshold", b"0.99\n")
+    expected = await search(core, query, limit=50, min_similarity=0.99)
+    assert expected["count"] == 0 and expected["suggested_threshold"] is not None
+    assert results(await core.fs.listdir(query)) == []
+    text = (await core.fs.read(f"{query}/.meta/status")).decode()
+    status = dict(line.split(": ", 1) for line in text.splitlines())
+    assert status["results"] == "0"
     assert float(status["suggested threshold"]) == expected["suggested_threshold"]
     assert status["best near miss"].startswith(expected["top_match"]["label"])
     assert status["below threshold"] == str(expected["below_threshold_count"])
-    assert "(fresh)" in status["fetched"]
-    assert expected["suggested_threshold"] < core.server.graph.default_threshold()
     assert "to .meta/threshold" in status["hint"]
 
 

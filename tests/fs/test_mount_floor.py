@@ -24,23 +24,25 @@ def results(mount: Mount, query: str) -> list[str]:
     return sorted(n for n in os.listdir(mount.path(query)) if n.endswith(".concept.md"))
 
 
-def test_over_tight_threshold_is_floored_to_the_server_default(mounted, kg_admin) -> None:
+def test_over_tight_threshold_is_floored_to_the_server_default(mount_factory,
+                                                               kg_admin) -> None:
     probe = kg_admin.search(TEXT, min_similarity=0.97)
-    default = kg_admin.get_default()
     assert probe["count"] == 0 and probe["suggested_threshold"] is not None
-    assert probe["suggested_threshold"] <= default  # the scenario: the floor binds
-
-    mounted.path(TIGHT).mkdir()
-    toml = settings(mounted, TIGHT)
-    assert toml["query"] == TEXT
-    assert toml["threshold"] == "inherit"
-    assert toml["auto_adjusted"] is True
-    assert toml["auto_adjustment"]["from"] == 0.97
-    assert toml["auto_adjustment"]["to"] == "inherit"
-    threshold = mounted.path(TIGHT, ".meta", "threshold").read_text()
-    assert "Auto-adjusted" in threshold
-    assert threshold.splitlines()[-1] == "inherit"
-    assert results(mounted, TIGHT)  # inheriting the default finds gzip's functions
+    # the scenario: a server default above the suggestion, so the floor binds
+    with kg_admin.default_set_to(round(probe["suggested_threshold"] + 0.04, 2)):
+        assert probe["suggested_threshold"] < kg_admin.get_default()
+        mount = mount_factory()
+        mount.path(TIGHT).mkdir()
+        toml = settings(mount, TIGHT)
+        assert toml["query"] == TEXT
+        assert toml["threshold"] == "inherit"
+        assert toml["auto_adjusted"] is True
+        assert toml["auto_adjustment"]["from"] == 0.97
+        assert toml["auto_adjustment"]["to"] == "inherit"
+        threshold = mount.path(TIGHT, ".meta", "threshold").read_text()
+        assert "Auto-adjusted" in threshold
+        assert threshold.splitlines()[-1] == "inherit"
+        assert results(mount, TIGHT)  # inheriting the default finds gzip's functions
 
 
 def test_a_suggestion_above_the_default_is_adopted(mount_factory, kg_admin) -> None:

@@ -125,6 +125,13 @@ def scan_rows(repeat: int, sizes: tuple[int, ...] = (100_000, 1_000_000),
     return rows
 
 
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    """Columns padded to their widest cell, a rule under the header."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -132,10 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=15)
     opts = parser.parse_args(argv)
     rows = scan_rows(opts.repeat, tuple(opts.sizes), tuple(opts.kinds))
-    header = ["measure", "kg-fuse", "reference (same run)", "ratio"]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for row in [header, ["-" * w for w in widths], *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    print_table(["measure", "kg-fuse", "reference (same run)", "ratio"], rows)
     return 0
 
 

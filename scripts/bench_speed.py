@@ -356,10 +356,8 @@ def main(argv: list[str] | None = None) -> int:
                                                       strict=True))
     print(f"load average (1, 5, 15 min) at start/end: {load}; medians of {opts.repeat} "
           "runs; CPU per FUSE operation: scripts/profile_ops.py")
-    header = ["measure", "kg-fuse", "reference (same run)", "ratio / difference"]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    for row in [header, ["-" * w for w in widths], *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    from bench_scan import print_table
+    print_table(["measure", "kg-fuse", "reference (same run)", "ratio / difference"], rows)
     return 0
 
 

@@ -89,8 +89,13 @@ def delete_document(store: Store, document_id: str) -> dict[str, int] | None:
 
 
 def write_documents(store: Store, docs: Iterable[DocumentSpec],
-                    created_by: str | None = None) -> list[str]:
-    """Insert documents not yet stored; returns the ids of the concepts created."""
+                    created_by: str | None = None, published: bool = True) -> list[str]:
+    """Insert documents not yet stored; returns the ids of the concepts created.
+
+    An ingested document is stored unpublished: the catalog lists it only once its
+    concepts are embedded and searchable (:func:`publish_documents`), so nobody who sees
+    the document searches for its concepts in vain.
+    """
     docs = list(docs)
     existing = {r[0] for r in store.query("SELECT id FROM documents")}
     fresh = [d for d in docs if d.id not in existing]
@@ -103,7 +108,7 @@ def write_documents(store: Store, docs: Iterable[DocumentSpec],
             if doc.ontology not in ontology_ids:
                 ontology_ids[doc.ontology] = _ontology_id(conn, doc.ontology,
                                                           created_by=created_by)
-            _insert_document(conn, doc, ontology_ids[doc.ontology], created)
+            _insert_document(conn, doc, ontology_ids[doc.ontology], created, published)
         for doc in fresh:
             for concept in doc.concepts:
                 for rel_type, target_seed in concept.relations:
@@ -118,13 +123,13 @@ def write_documents(store: Store, docs: Iterable[DocumentSpec],
 
 
 def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: str,
-                     created: list[str]) -> None:
+                     created: list[str], published: bool) -> None:
     conn.execute(
         "INSERT INTO documents(id, ontology_id, name, filename, content, content_type, "
-        "source_type, source_path, created_at) "
-        "VALUES (?, ?, ?, ?, ?, 'document', ?, ?, strftime('%s','now'))",
+        "source_type, source_path, created_at, published) "
+        "VALUES (?, ?, ?, ?, ?, 'document', ?, ?, strftime('%s','now'), ?)",
         (doc.id, ontology_id, doc.name, doc.filename, doc.content, doc.source_type,
-         doc.source_path),
+         doc.source_path, int(published)),
     )
     prefix = doc.id.split(":", 1)[1][:16]
     source_ids = {}
@@ -197,6 +202,23 @@ def _concept_texts(store: Store, where: str) -> list[ConceptText]:
         out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
                                description, views.get("examples", "")))
     return out
+
+
+def publish_documents(store: Store, near_duplicates: dict[str, list[dict]] | None = None,
+                      ) -> int:
+    """List every unpublished document in the catalog, with its near-duplicate status.
+
+    Called once the index holds their concepts; the epoch moves in the same transaction,
+    so a client that sees the new epoch sees the documents and can find their concepts.
+    """
+    if not near_duplicates and store.query_one(
+            "SELECT 1 FROM documents WHERE published = 0") is None:
+        return 0  # nothing to show: the epoch stays
+    with store.transaction(content_change=True) as conn:
+        for document_id, found in (near_duplicates or {}).items():
+            conn.execute("UPDATE documents SET near_duplicates = ? WHERE id = ?",
+                         (json.dumps(found), document_id))
+        return conn.execute("UPDATE documents SET published = 1 WHERE published = 0").rowcount
 
 
 def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> list[str]:

@@ -1,5 +1,8 @@
 """The read side of the store, for the routes: every query the HTTP layer needs.
 
+Catalog listings show published documents only: an ingested document is published once
+its concepts are searchable (``content.publish_documents``).
+
 Route modules hold no SQL; they call these functions (blocking: from worker threads) and
 turn :class:`NotFound` into a 404. Where evidence comes from (instance -> chunk ->
 document -> ontology) is read through the store's ``evidence`` view, the one place that
@@ -29,13 +32,14 @@ _CHILDREN: dict[ChildKind, str] = {
     "ontology": """
         SELECT o.id, o.name, o.created_at, NULL AS content_type, NULL AS filename,
                NULL AS near_duplicates,
-               (SELECT COUNT(*) FROM documents d WHERE d.ontology_id = o.id) AS child_count
+               (SELECT COUNT(*) FROM documents d WHERE d.ontology_id = o.id
+                AND d.published) AS child_count
         FROM ontologies o""",
     "document": """
         SELECT d.id, d.name, d.created_at, d.content_type, d.filename, d.near_duplicates,
                (SELECT COUNT(DISTINCT e.concept_id) FROM evidence e
                 WHERE e.document_id = d.id) AS child_count
-        FROM documents d WHERE d.ontology_id = :parent""",
+        FROM documents d WHERE d.ontology_id = :parent AND d.published""",
     "concept": """
         SELECT k.id, k.label AS name, k.created_at, NULL AS content_type,
                NULL AS filename, NULL AS near_duplicates, 0 AS child_count
@@ -104,7 +108,7 @@ def ontology_statistics(store: Store, ontology_id: str) -> dict[str, int]:
     queries = {
         "source_count": "SELECT COUNT(*) FROM chunks c JOIN documents d "
                         "ON d.id = c.document_id WHERE d.ontology_id = :o",
-        "file_count": "SELECT COUNT(*) FROM documents WHERE ontology_id = :o",
+        "file_count": "SELECT COUNT(*) FROM documents WHERE ontology_id = :o AND published",
         "concept_count": f"SELECT COUNT(DISTINCT concept_id) FROM ({in_ontology})",
         "instance_count": f"SELECT COUNT(*) FROM ({in_ontology})",
         "relationship_count": "SELECT COUNT(*) FROM relationships "
@@ -116,7 +120,8 @@ def ontology_statistics(store: Store, ontology_id: str) -> dict[str, int]:
 
 def ontology_files(store: Store, ontology_id: str) -> list[str]:
     return [r["filename"] for r in store.query(
-        "SELECT filename FROM documents WHERE ontology_id = ? ORDER BY filename",
+        "SELECT filename FROM documents WHERE ontology_id = ? AND published "
+        "ORDER BY filename",
         (ontology_id,))]
 
 

@@ -176,16 +176,21 @@ class KnowledgeGraph:
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
                       created_by: str | None = None) -> IngestOutcome:
-        """Store, embed and link new documents, then swap in an updated index."""
+        """Store, embed and link new documents, swap in an updated index, then publish.
+
+        The documents reach the catalog (and the epoch moves) only after the index holds
+        their concepts: a client that lists a new document finds its concepts too.
+        """
         with self._write_lock:
-            content.write_documents(self.store, docs, created_by=created_by)
+            content.write_documents(self.store, docs, created_by=created_by, published=False)
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
             before = self.index
             self._add_to_index(embedded)
             if embedded:
                 content.link_similar(self.store, self.index, embedded)
             outcome = IngestOutcome(len(embedded), self._near_duplicates(before, embedded))
-            self._record_near_duplicates(docs, outcome.near_duplicates)
+            content.publish_documents(self.store, self._by_document(
+                docs, outcome.near_duplicates))
         self.recalibrate_if_drifted()
         return outcome
 
@@ -207,17 +212,16 @@ class KnowledgeGraph:
                  "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
                 for cid, other, sim in pairs]
 
-    def _record_near_duplicates(self, docs: list[DocumentSpec], found: list[dict]) -> None:
-        """Keep each document's near-duplicates with it: its status in the catalog."""
-        if not found:
-            return
-        with self.store.transaction(content_change=True) as conn:
-            for doc in docs:
-                own = {c.id for c in doc.concepts}
-                mine = [d for d in found if d["concept_id"] in own]
-                if mine:
-                    conn.execute("UPDATE documents SET near_duplicates = ? WHERE id = ?",
-                                 (json.dumps(mine), doc.id))
+    @staticmethod
+    def _by_document(docs: list[DocumentSpec], found: list[dict]) -> dict[str, list[dict]]:
+        """Each document's near-duplicates: its status in the catalog."""
+        out = {}
+        for doc in docs:
+            own = {c.id for c in doc.concepts}
+            mine = [d for d in found if d["concept_id"] in own]
+            if mine:
+                out[doc.id] = mine
+        return out
 
     def remove_ontology(self, name: str) -> dict[str, int] | None:
         with self._write_lock:
@@ -262,6 +266,9 @@ class KnowledgeGraph:
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
             content.index_missing_text(self.store)
             self.reload_index()
+            if published := content.publish_documents(self.store):
+                log.info("published %d documents an interrupted ingest left unlisted",
+                         published)
             if embedded:
                 log.info("embedded %d new concepts; linking nearest neighbours", len(embedded))
                 content.link_similar(self.store, self.index, embedded)

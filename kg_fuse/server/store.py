@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS documents (
     source_type TEXT,
     source_path TEXT,
     created_at REAL NOT NULL,
-    near_duplicates TEXT NOT NULL DEFAULT '[]'
+    near_duplicates TEXT NOT NULL DEFAULT '[]',
+    published INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS documents_ontology ON documents(ontology_id);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -152,7 +153,8 @@ JOIN ontologies o ON o.id = d.ontology_id;
 ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "concepts": (("signature", "TEXT NOT NULL DEFAULT ''"),
                  ("examples", "TEXT NOT NULL DEFAULT ''")),
-    "documents": (("near_duplicates", "TEXT NOT NULL DEFAULT '[]'"),),
+    "documents": (("near_duplicates", "TEXT NOT NULL DEFAULT '[]'"),
+                  ("published", "INTEGER NOT NULL DEFAULT 1")),
 }
 
 

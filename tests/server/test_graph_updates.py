@@ -213,3 +213,50 @@ async def test_jobs_run_in_the_apps_lifespan_and_stop_with_it(graph: KnowledgeGr
     async with client() as http:
         refused = await upload(http, COPY, "notes.md")
     assert refused.status_code == 503 and "shutting down" in refused.json()["detail"]
+
+
+def test_a_document_is_listed_only_once_its_concepts_are_searchable(
+        graph: KnowledgeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user who sees a new document in the catalog and searches for it finds it; the
+    epoch a client refreshes on moves only once both are visible."""
+    from kg_fuse.server import content, repository
+
+    admin_default(graph)
+    graph.add_documents([doc(SAUCES, "sauces.md")])
+    seen: dict[str, object] = {}
+    real_embed = content.embed_missing
+
+    def listed() -> list[str]:
+        _, ontology_id = repository.resolve_parent(graph.store, "kitchen", "ontology")
+        page = repository.children(graph.store, "document", ontology_id, None, "name",
+                                   100, 0)
+        return [r["filename"] for r in page.rows]
+
+    def observing_embed(store, embedder, progress=False):  # the real embedding, observed
+        seen["listed while embedding"] = listed()
+        seen["epoch while embedding"] = store.epoch()
+        return real_embed(store, embedder, progress=progress)
+
+    monkeypatch.setattr(content, "embed_missing", observing_embed)
+    graph.add_documents([doc(BREAD, "bread.md")])
+    assert seen["listed while embedding"] == ["sauces.md"]
+    assert sorted(listed()) == ["bread.md", "sauces.md"]
+    assert graph.store.epoch() > seen["epoch while embedding"]
+    assert ranking(graph.index, graph, "knead the dough")[0][1] > 0.5
+    files = repository.ontology_files(graph.store, repository.ontology(
+        graph.store, "kitchen")["id"])
+    assert files == ["bread.md", "sauces.md"]
+
+
+def test_a_document_an_interrupted_ingest_left_unlisted_is_listed_at_start(
+        tmp_path: Path, embedder: Embedder) -> None:
+    from kg_fuse.server import content, repository
+
+    store = Store(tmp_path / "kg.sqlite3")
+    content.write_documents(store, [doc(BREAD, "bread.md")], published=False)
+    assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) == []
+    graph = KnowledgeGraph(store, embedder)
+    graph.prepare(corpus="none", progress=False)
+    assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) \
+        == ["bread.md"]
+    assert len(graph.index) == 3

@@ -98,7 +98,11 @@ def write_documents(store: Store, docs: Iterable[DocumentSpec],
     """
     docs = list(docs)
     existing = {r[0] for r in store.query("SELECT id FROM documents")}
-    fresh = [d for d in docs if d.id not in existing]
+    fresh = []
+    for doc in docs:  # the same content twice in one batch is stored once
+        if doc.id not in existing:
+            existing.add(doc.id)
+            fresh.append(doc)
     if not fresh:
         return []
     created: list[str] = []

@@ -165,8 +165,15 @@ def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
 
 def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozenset[str],
           cache: TermCache | None = None) -> tuple[list[tuple[str, float]], float]:
-    """The terms to look up with their weights, and the denominator."""
+    """The terms to look up with their weights, and the denominator.
+
+    Numbers and punctuation alone name no topic (they are one of the noise shapes): a
+    query without a word of letters gets no keyword score, only its discounted vector
+    score, so ``42 42 42`` does not match a manual page's date examples.
+    """
     toks = [t for t in tokens(query) if len(t) >= 2]
+    if not any(c.isalpha() for t in toks for c in t):
+        return [], 0.0
     counts = _doc_counts(conn, toks, cache)
     terms: list[tuple[str, float]] = []
     denominator = 0.0

@@ -260,3 +260,9 @@ def test_a_document_an_interrupted_ingest_left_unlisted_is_listed_at_start(
     assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) \
         == ["bread.md"]
     assert len(graph.index) == 3
+
+
+def test_the_same_document_twice_in_one_batch_is_stored_once(graph: KnowledgeGraph) -> None:
+    admin_default(graph)  # before the fix: IntegrityError, and nothing stored
+    graph.add_documents([doc(BREAD, "bread.md"), doc(BREAD, "bread copy.md")])
+    assert len(graph.index) == 3

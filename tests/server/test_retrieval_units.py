@@ -187,6 +187,11 @@ def test_common_words_carry_no_keyword_weight(store: Store) -> None:
     assert scores(store, "the with value") == {}
 
 
+def test_numbers_alone_get_no_keyword_score_but_count_beside_words(store: Store) -> None:
+    assert scores(store, "12 12 12") == {} and scores(store, "12 + 7!") == {}
+    assert max(scores(store, "thing 12").items(), key=lambda kv: kv[1])[0] == "c_fill12"
+
+
 @pytest.mark.parametrize("hostile", [
     '"', '""', '" OR 1', "NEAR(sort list)", "sort*", "-sort", "name:sort", "^sort",
     "(sort", "sort)", "AND", "OR NOT", "'; DROP TABLE concepts; --", "sort NEAR/2 list",

@@ -1,5 +1,8 @@
 """Markdown / plain-text documents: one concept per heading section.
 
+Headings are found by :mod:`.headings` (Markdown, setext/reStructuredText, and the
+capitals headings of manual pages and RFCs in plain text).
+
 Used by ``--ingest DIR`` at start-up and by ``POST /ingest``, so a file gives the same
 concepts whichever way it arrives. A section's label is its heading, its description
 the first paragraph under it, its evidence every paragraph; a subsection is PART_OF
@@ -16,15 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from kg_fuse.server.corpus import ChunkSpec, ConceptSpec, DocumentSpec, content_hash
+from kg_fuse.server.corpus.headings import (
+    NAME_HEADING,
+    find_headings,
+    generic_label,
+    is_running_head,
+)
 
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
 _WHITESPACE = re.compile(r"\s+")
+_SOFT_HYPHEN_BREAK = re.compile(r"(\w)[\u2010\u00ad]\s+(\w)")  # a manual page's "cur‐ rent"
 
 
 @dataclass
@@ -36,26 +44,23 @@ class _Section:
     end: int = 0
 
 
-def _sections(text: str, title: str) -> list[_Section]:
-    """Heading sections with character spans; fenced code is never a heading."""
+def _sections(text: str, title: str, suffix: str) -> list[_Section]:
+    """The document's sections with character spans (see :mod:`.headings`)."""
     sections: list[_Section] = [_Section(0, title, 0, 0)]
-    in_fence = False
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        stripped = line.rstrip("\r\n")
-        if _FENCE.match(stripped):
-            in_fence = not in_fence
-        elif not in_fence and (match := _HEADING.match(stripped)):
-            sections[-1].end = offset
-            sections.append(_Section(len(match.group(1)), match.group(2).strip(), offset,
-                                     offset + len(line)))
-        offset += len(line)
+    for heading in find_headings(text, suffix):
+        if heading.generic and heading.title == NAME_HEADING and len(sections) == 1:
+            sections[0].body_start = heading.body_start  # a manual page's NAME line
+            continue  # describes the document itself
+        sections[-1].end = heading.start
+        label = generic_label(title, heading.title) if heading.generic else heading.title
+        sections.append(_Section(heading.level, label, heading.start, heading.body_start))
     sections[-1].end = len(text)
     return sections
 
 
 def _paragraphs(text: str) -> list[str]:
-    return [p.strip() for p in _PARAGRAPH_SPLIT.split(text) if p.strip()]
+    return [_SOFT_HYPHEN_BREAK.sub(r"\1\2", p.strip()) for p in _PARAGRAPH_SPLIT.split(text)
+            if p.strip() and not is_running_head(p)]
 
 
 def parse_text_document(text: str, filename: str, ontology: str,
@@ -67,7 +72,7 @@ def parse_text_document(text: str, filename: str, ontology: str,
     doc = DocumentSpec(name=filename, filename=filename, ontology=ontology, content=text,
                        source_type=source_type, source_path=source_path)
     stack: list[tuple[int, str]] = []  # (level, seed) of enclosing sections
-    for index, section in enumerate(_sections(text, title)):
+    for index, section in enumerate(_sections(text, title, PurePath(filename).suffix)):
         body = text[section.body_start:section.end]
         paras = _paragraphs(body)
         while stack and stack[-1][0] >= section.level:
@@ -94,6 +99,7 @@ def read_folder(folder: Path, ontology: str | None = None) -> list[DocumentSpec]
     folder = folder.resolve()
     name = ontology or folder.name
     docs: list[DocumentSpec] = []
+    first_of: dict[str, str] = {}  # document id (its content) -> the file that had it
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.suffix.lower() not in TEXT_SUFFIXES:
             continue
@@ -102,7 +108,15 @@ def read_folder(folder: Path, ontology: str | None = None) -> list[DocumentSpec]
         except (OSError, UnicodeDecodeError) as exc:
             log.warning("skipping %s: %s", path, exc)
             continue
+        if not text.strip():
+            log.warning("skipping %s: it is empty", path)
+            continue
         rel = str(path.relative_to(folder))
-        docs.append(parse_text_document(text, rel, name, source_path=str(path)))
+        doc = parse_text_document(text, rel, name, source_path=str(path))
+        if doc.id in first_of:  # a document is its content: the platform keeps one copy
+            log.warning("skipping %s: the same content as %s", path, first_of[doc.id])
+            continue
+        first_of[doc.id] = rel
+        docs.append(doc)
     log.info("read %d documents from %s into ontology %r", len(docs), folder, name)
     return docs

@@ -56,6 +56,15 @@ def test_setext_and_restructuredtext_headings_are_headings() -> None:
                          "Compression": "Make files smaller."}, name
 
 
+def test_a_byte_order_mark_and_windows_line_ends_change_nothing() -> None:
+    text = "# Bread\n\nKnead it.\n\n## Proving\n\nLet it rise.\n"
+    plain = labels_and_descriptions(text, "bread.md")
+    assert plain == {"Bread": "Knead it.", "Proving": "Let it rise."}
+    assert labels_and_descriptions("\ufeff" + text.replace("\n", "\r\n"), "bread.md") == plain
+    two = "# Bread\r\n\r\nKnead it.\r\n\r\nThen shape it.\r\n"
+    assert parse_text_document(two, "b.md", "o").concepts[0].examples == "Then shape it."
+
+
 def test_capitals_are_headings_only_in_plain_text_without_markdown_headings() -> None:
     text = "# Guide\n\nRead this.\n\nWARNING\n\nHot pans burn.\n"
     assert list(labels_and_descriptions(text, "guide.txt")) == ["Guide"]

@@ -43,7 +43,7 @@ def find_headings(text: str, suffix: str) -> list[Heading]:
     found: list[Heading] = []
     in_fence = False
     for i, line in enumerate(lines):
-        stripped = line.rstrip("\r\n")
+        stripped = line.rstrip("\r\n").removeprefix("\ufeff" if i == 0 else "")
         if _FENCE.match(stripped):
             in_fence = not in_fence
         elif in_fence:

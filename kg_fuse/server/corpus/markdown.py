@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
 
-_PARAGRAPH_SPLIT = re.compile(r"\n[ \t]*\n")
+_PARAGRAPH_SPLIT = re.compile(r"\n[ \t\r]*\n")
 _WHITESPACE = re.compile(r"\s+")
 _SOFT_HYPHEN_BREAK = re.compile(r"(\w)[\u2010\u00ad]\s+(\w)")  # a manual page's "cur‐ rent"
 

@@ -65,6 +65,14 @@ def test_a_byte_order_mark_and_windows_line_ends_change_nothing() -> None:
     assert parse_text_document(two, "b.md", "o").concepts[0].examples == "Then shape it."
 
 
+def test_front_matter_is_neither_text_nor_a_heading() -> None:
+    text = "---\ntitle: Bread\ntags: [baking]\n---\n\nKnead it.\n\n## Proving\n\nRise.\n"
+    assert labels_and_descriptions(text, "bread.md") == {"bread": "Knead it.",
+                                                         "Proving": "Rise."}
+    unclosed = "---\nKnead it.\n"  # a rule, not front matter: the text stays
+    assert labels_and_descriptions(unclosed, "b.md") == {"b": "--- Knead it."}
+
+
 def test_capitals_are_headings_only_in_plain_text_without_markdown_headings() -> None:
     text = "# Guide\n\nRead this.\n\nWARNING\n\nHot pans burn.\n"
     assert list(labels_and_descriptions(text, "guide.txt")) == ["Guide"]

@@ -34,15 +34,35 @@ class Heading:
     generic: bool = False  # a manual-style capitals heading: label it with the document
 
 
+def front_matter_end(text: str) -> int:
+    """The offset just past a leading YAML front matter block (``---`` ... ``---``), else 0.
+
+    Static-site Markdown starts with one; it is metadata, not text, and its closing
+    ``---`` would otherwise underline its last line into a heading.
+    """
+    lines = text.removeprefix("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        return 0
+    offset = len(lines[0]) + (len(text) - len(text.removeprefix("\ufeff")))
+    for line in lines[1:]:
+        offset += len(line)
+        if line.rstrip() in ("---", "..."):
+            return offset
+    return 0  # never closed: not front matter
+
+
 def find_headings(text: str, suffix: str) -> list[Heading]:
     """Every heading of ``text``, in order; fenced code is never a heading."""
     lines = text.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
+    skip = front_matter_end(text)
     found: list[Heading] = []
     in_fence = False
     for i, line in enumerate(lines):
+        if offsets[i] < skip:
+            continue
         stripped = line.rstrip("\r\n").removeprefix("\ufeff" if i == 0 else "")
         if _FENCE.match(stripped):
             in_fence = not in_fence

@@ -22,6 +22,7 @@ from kg_fuse.server.corpus import ChunkSpec, ConceptSpec, DocumentSpec, content_
 from kg_fuse.server.corpus.headings import (
     NAME_HEADING,
     find_headings,
+    front_matter_end,
     generic_label,
     is_running_head,
 )
@@ -46,7 +47,8 @@ class _Section:
 
 def _sections(text: str, title: str, suffix: str) -> list[_Section]:
     """The document's sections with character spans (see :mod:`.headings`)."""
-    sections: list[_Section] = [_Section(0, title, 0, 0)]
+    start = front_matter_end(text)
+    sections: list[_Section] = [_Section(0, title, start, start)]
     for heading in find_headings(text, suffix):
         if heading.generic and heading.title == NAME_HEADING and len(sections) == 1:
             sections[0].body_start = heading.body_start  # a manual page's NAME line

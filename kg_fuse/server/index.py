@@ -20,6 +20,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +46,13 @@ def merge(vector_score: np.ndarray | float, keyword_score: np.ndarray | float,
     v = np.clip(np.asarray(vector_score, dtype=np.float32), 0.0, 1.0)
     k = np.clip(np.asarray(keyword_score, dtype=np.float32), 0.0, 1.0)
     return v + np.float32(weight) * k * (np.float32(1.0) - v)
+
+
+class KeywordRows(NamedTuple):
+    """A query's keyword scores by index row (see :meth:`ConceptIndex.keyword_rows`)."""
+
+    rows: np.ndarray
+    values: np.ndarray
 
 
 def _empty() -> np.ndarray:
@@ -144,13 +152,22 @@ class ConceptIndex:
                             ontology_rows=_ontology_rows(ids, new_members),
                             row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
 
+    def keyword_rows(self, keyword: Mapping[str, float] | None) -> KeywordRows:
+        """Keyword scores by row (concepts not in the index left out), for :meth:`search`;
+        worth keeping when the same keyword scores are searched again."""
+        pairs = [(self.row_of[c], v) for c, v in (keyword or {}).items() if c in self.row_of]
+        return KeywordRows(np.array([r for r, _ in pairs], dtype=np.int64),
+                           np.array([v for _, v in pairs], dtype=np.float32))
+
     def search(self, vector: np.ndarray, threshold: float, ontology: str | None = None,
-               top_k: int | None = None, keyword: Mapping[str, float] | None = None
+               top_k: int | None = None,
+               keyword: Mapping[str, float] | KeywordRows | None = None
                ) -> list[tuple[str, float]]:
         """Concepts whose merged score >= threshold, best first (ties by id order).
 
         Vector-only rows come from the quantised threshold scan (``scan.py``, exact);
-        rows with a keyword score are scored exactly and merged.
+        rows with a keyword score are scored exactly and merged. With ``top_k`` only the
+        best ``top_k`` are ranked (the rest never leave numpy).
         """
         if not self.ids:
             return []
@@ -161,23 +178,34 @@ class ConceptIndex:
                 return []
         floor = threshold if threshold > 0 else -2.0  # merged scores clip below at 0
         positions, vec = self.scanner.above(vector, floor, rows=rows)
-        found = dict(zip(positions.tolist(), np.clip(vec, 0.0, 1.0).tolist(), strict=True))
-        kw_rows = [(self.row_of[c], v) for c, v in (keyword or {}).items()
-                   if c in self.row_of]
-        if rows is not None and kw_rows:
-            allowed = set(rows.tolist())
-            kw_rows = [(r, v) for r, v in kw_rows if r in allowed]
-        if kw_rows:
-            at = np.array([r for r, _ in kw_rows], dtype=np.int64)
+        scores = np.clip(vec, 0.0, 1.0)
+        kw = keyword if isinstance(keyword, KeywordRows) else self.keyword_rows(keyword)
+        at, values = kw
+        if rows is not None and at.size:
+            inside = np.zeros(len(self.ids), bool)
+            inside[rows] = True
+            at, values = at[inside[at]], values[inside[at]]
+        if at.size:
             exact = exact_scores(self.matrix[at], vector)
-            merged = merge(exact, np.array([v for _, v in kw_rows], np.float32))
-            for r, score in zip(at.tolist(), merged.tolist(), strict=True):
-                if score >= threshold:
-                    found[r] = max(score, found.get(r, 0.0))
-                else:
-                    found.pop(r, None)
-        hits = sorted(((-score, self.ids[r]) for r, score in found.items()
-                       if score >= threshold))
+            merged = merge(exact, values).astype(np.float64)
+            # a keyword row's score: its merged score, or its vector score when that is
+            # higher (float32 rounding); below the threshold it is out either way
+            vector_part = np.where(exact >= floor, np.clip(exact, 0.0, 1.0), 0.0)
+            kw_scores = np.where(merged >= threshold, np.maximum(merged, vector_part), -1.0)
+            plain = np.ones(len(self.ids), bool)
+            plain[at] = False
+            plain = plain[positions]
+            positions = np.concatenate([positions[plain], at])
+            scores = np.concatenate([scores[plain], kw_scores])
+        keep = scores >= threshold
+        positions, scores = positions[keep], scores[keep]
+        if top_k is not None and top_k < len(scores):
+            # every row tied with the top_k-th score stays in, so ties still go by id
+            kth = np.partition(scores, len(scores) - top_k)[len(scores) - top_k]
+            best = scores >= kth
+            positions, scores = positions[best], scores[best]
+        hits = sorted(zip((-scores).tolist(), [self.ids[r] for r in positions.tolist()],
+                          strict=True))
         if top_k is not None:
             hits = hits[:top_k]
         return [(cid, -neg) for neg, cid in hits]

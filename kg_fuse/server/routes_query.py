@@ -11,7 +11,7 @@ import json
 import logging
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from kg_fuse.limits import shown
 from kg_fuse.server import repository
@@ -44,7 +44,7 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
     ids = [cid for cid, _ in outcome.page]
     if outcome.near_miss is not None:
         ids.append(outcome.near_miss.top_id)
-    summaries = repository.concept_summaries(graph.store, ids)
+    summaries = graph.summaries(ids)
 
     def result(cid: str, score: float) -> ConceptSearchResult:
         summary = summaries[cid]
@@ -71,12 +71,14 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
 
 
 @router.post("/query/search", response_model=SearchResponse)
-async def search(body: SearchRequest, ctx: Ctx, _user: User) -> SearchResponse:
+async def search(body: SearchRequest, ctx: Ctx, _user: User) -> Response:
+    """The response is serialised once, here, from the model built in ``_run_search``
+    (returning the model would make FastAPI dump, validate and dump it again)."""
     response = await anyio.to_thread.run_sync(_run_search, ctx.graph, body)
     sent = "omitted" if body.min_similarity is None else body.min_similarity
     request_log.info("search min_similarity=%s threshold_used=%s count=%d query=%s",
                      sent, response.threshold_used, response.count, shown(body.query))
-    return response
+    return Response(response.model_dump_json(), media_type="application/json")
 
 
 def _concept_details(graph: KnowledgeGraph, concept_id: str) -> ConceptDetailsResponse:

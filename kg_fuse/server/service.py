@@ -13,14 +13,16 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server import calibrate, content, keywords
+from kg_fuse.server import calibrate, content, keywords, repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.index import ConceptIndex, load_fused, memberships
+from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.index import ConceptIndex, KeywordRows, load_fused, memberships
 from kg_fuse.server.presets import derive as derive_presets
 from kg_fuse.server.store import Store
 
@@ -30,6 +32,10 @@ STDLIB_MARKER_KEY = "stdlib_corpus"
 NEAR_MISS_FLOOR = 0.3
 #: A new concept more similar than this to an existing one is reported (noether).
 NEAR_DUPLICATE = 0.92
+#: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
+PREPARED_QUERIES = 1024
+#: Concept summaries kept for search results (a few hundred bytes each).
+SUMMARIES = 8192
 
 
 @dataclass
@@ -56,6 +62,13 @@ class IngestOutcome:
     near_duplicates: list[dict]
 
 
+class PreparedQuery(NamedTuple):
+    """What a search needs of its query text (:meth:`KnowledgeGraph.prepared`)."""
+
+    vector: np.ndarray
+    keyword: KeywordRows
+
+
 @dataclass
 class SearchOutcome:
     threshold: float
@@ -73,6 +86,9 @@ class KnowledgeGraph:
         self.vocabulary: frozenset[str] = frozenset()
         self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
             None, keywords.TermCache())
+        self._prepared: GenerationCache[str, PreparedQuery] = GenerationCache(
+            PREPARED_QUERIES)
+        self._summaries: GenerationCache[str, dict] = GenerationCache(SUMMARIES)
         self._write_lock = threading.Lock()
         self._presets: tuple[float, str | None, dict[str, float]] | None = None
 
@@ -138,14 +154,39 @@ class KnowledgeGraph:
             return keywords.keyword_scores(conn, query, len(index), self.vocabulary,
                                            cache=cache)
 
+    def prepared(self, query: str) -> PreparedQuery:
+        """The query's vector (familiarity applied) and keyword rows, cached per index
+        generation: a mount repeats the same few queries at every refresh, and the
+        embedding is most of a search's cost."""
+        index = self.index
+        generation = (index, self.vocabulary)
+        found = self._prepared.get(generation, query)
+        if found is None:
+            vector = self.query_vector(query, self.embedder.encode_one(query))
+            found = PreparedQuery(vector, index.keyword_rows(self.keyword_scores(query, index)))
+            self._prepared.put(generation, query, found)
+        return found
+
+    def summaries(self, ids: list[str]) -> dict[str, dict]:
+        """Label, description, ontologies and evidence count of each concept (as
+        :func:`repository.concept_summaries`), cached while the content stays the same:
+        every change of content moves the epoch."""
+        generation = (self.index, self.store.epoch())
+        found = self._summaries.get_many(generation, ids)
+        missing = [cid for cid in ids if cid not in found]
+        if missing:
+            fetched = repository.concept_summaries(self.store, missing)
+            self._summaries.put_many(generation, fetched)
+            found.update(fetched)
+        return found
+
     def search(self, query: str, threshold: float, limit: int, offset: int,
                ontology: str | None) -> SearchOutcome:
         """Hybrid score, filter, page, then the near-miss hint (blocking)."""
         index = self.index
-        vector = self.query_vector(query, self.embedder.encode_one(query))
-        keyword = self.keyword_scores(query, index)
-        matches = index.search(vector, threshold, ontology=ontology, keyword=keyword)
-        page = matches[offset:offset + limit]
+        vector, keyword = self.prepared(query)
+        page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
+                            keyword=keyword)[offset:]
         near_miss = None
         if len(page) < 3 and threshold > NEAR_MISS_FLOOR:
             below = [(cid, s) for cid, s in index.search(vector, NEAR_MISS_FLOOR,

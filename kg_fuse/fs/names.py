@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +88,7 @@ class NameRegistry:
                 candidates = [self._namer(label, f"{digest[:6]}-{counter}")]
                 counter += 1
             name = next(c for c in candidates if c not in self._by_name)
+        name = sys.intern(name)  # identical in every query that lists the concept
         self._by_concept[concept_id] = name
         self._by_name[name] = concept_id
         return name

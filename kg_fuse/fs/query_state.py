@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import gc
+import hashlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 
 SETS_BUDGET = 32 * 2**20  # bytes of rendered listings kept (about 25k result files)
 TRIM_AFTER_BYTES = 4 * 2**20  # bytes dropped between two heap trims
-RESULT_OVERHEAD = 400  # bytes a result's name and mtime records take (kept while in use)
+RESULT_OVERHEAD = 200  # bytes a result's name and mtime records take (kept while in use)
 
 
 class Drop(enum.Enum):
@@ -66,15 +67,25 @@ class QueryState:
     key: str
     listing: ResultSet | None = None
     names: NameRegistry = field(default_factory=NameRegistry)
-    # concept id -> (digest of its body, mtime): a result keeps its mtime while its
-    # content is unchanged, even if it left the listing meanwhile
-    mtimes: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    # concept id -> digest of its body (8 bytes) + its mtime (8 bytes), packed: a result
+    # keeps its mtime while its content is unchanged, even if it left the listing
+    # meanwhile (kept after the kernel forgot the query: one small object a result)
+    mtimes: dict[str, bytes] = field(default_factory=dict)
     lock: trio.Lock = field(default_factory=trio.Lock)
     failure: Failure | None = None
     fetch_error: str | None = None  # why the last fetch for .meta/status failed
     # when the directory (key "") and each writable control file (its kind) last changed
     meta_mtimes: dict[str, int] = field(default_factory=dict)
     scratch: dict[str, bytearray] = field(default_factory=dict)
+
+    def mtime_for(self, concept_id: str, body: bytes, now_ns: int) -> int:
+        """The result's mtime: the one it had while its bytes were the same, else now."""
+        digest = hashlib.blake2b(body, digest_size=8).digest()
+        seen = self.mtimes.get(concept_id)
+        if seen is not None and seen[:8] == digest:
+            return int.from_bytes(seen[8:], "big")
+        self.mtimes[concept_id] = digest + now_ns.to_bytes(8, "big")
+        return now_ns
 
     def forget_fetched(self) -> None:
         """Drop what the next listing fetches again."""
@@ -156,14 +167,15 @@ class QueryStates:
             state.forget_fetched()
         else:
             del self._states[key]
-            self._dropped(RESULT_OVERHEAD * len(state.mtimes))  # its names and mtimes
+            self.dropped(RESULT_OVERHEAD * len(state.mtimes))  # its names and mtimes
         if listing is not None:
             log.debug("listing of %r dropped (%s)", key, why.value)
             if why is not Drop.FORGOTTEN and self.on_stale is not None:
                 self.on_stale(key, listing)  # the kernel forgets its names
-            self._dropped(listing.nbytes)
+            self.dropped(listing.nbytes)
 
-    def _dropped(self, nbytes: int) -> None:
+    def dropped(self, nbytes: int) -> None:
+        """``nbytes`` were freed (here or in a cache beside the states): trim past a few MiB."""
         self._dropped_bytes += nbytes
         if self._dropped_bytes >= TRIM_AFTER_BYTES:
             self.trim()

@@ -8,7 +8,8 @@ is unchanged.
 
 Memory is bounded: listings are held by their query's state (``query_state``) within a
 byte budget (``SETS_BUDGET``, 32 MiB of rendered bodies, least recently used dropped
-first), concept details in an LRU of their own (``DETAILS_BUDGET``, 8 MiB). A dropped
+first), concept details in an LRU of their own (``DETAILS_BUDGET``, 8 MiB; emptied
+once no listing is held, and expired after ``max_age`` by the poller). A dropped
 listing is fetched again when next used (the kernel is told to forget its names first).
 Details are fetched over a bounded pool of kept-alive connections; the batch's deadline
 scales with its size, and a stalled server ends it at the first request timeout (files
@@ -18,9 +19,9 @@ then render without details).
 from __future__ import annotations
 
 import copy
-import hashlib
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,19 @@ class ResultCache:
                 self._expire(state.key, state.listing)
         self._details.clear()
 
+    def drop_unused_details(self, expired_too: bool = False) -> int:
+        """Drop the concept details no listing will use: all of them once no listing is
+        held (the queries were removed or forgotten), and with ``expired_too`` those
+        older than ``max_age`` (a listing refetches them anyway). Returns the bytes."""
+        before = int(self._details.currsize)
+        if not self.states.nbytes:
+            self._details.clear()
+        elif expired_too:
+            now = trio.current_time()
+            for cid in [c for c, (at, _) in self._details.items() if now - at >= self.max_age]:
+                del self._details[cid]
+        return before - int(self._details.currsize)
+
     def server_back(self) -> None:
         """The server answered again: the next listing may try at once."""
         for state in self.states:
@@ -218,7 +232,7 @@ class ResultCache:
                                             or outcome.presets_seen is not None):
             self.on_default(outcome.default_seen, outcome.presets_seen)
         details = await self._fetch_details([hit.concept_id for hit in outcome.hits])
-        names, mtimes = state.names, state.mtimes
+        names = state.names
         # the hints only: the hits are in the files already (and a page of hits with
         # their descriptions costs more memory than the rendered files)
         hints = replace(outcome.primary, results=())
@@ -226,15 +240,14 @@ class ResultCache:
                                levels=outcome.levels)
         now_ns = time.time_ns()
         for hit in outcome.hits:
-            name = names.name_for(hit.concept_id, hit.label)
+            # interned: the same concept in many queries keeps one id and one name
+            concept_id = sys.intern(hit.concept_id)
+            name = names.name_for(concept_id, hit.label)
             if name in result_set.files:  # the server listed one concept twice
                 continue
-            body = concept_markdown(hit, details.get(hit.concept_id))
-            digest = hashlib.blake2b(body, digest_size=16).digest()
-            seen = mtimes.get(hit.concept_id)
-            mtime = seen[1] if seen is not None and seen[0] == digest else now_ns
-            mtimes[hit.concept_id] = (digest, mtime)
-            result_set.add(ResultFile(name, hit.concept_id, hit.score, body, mtime))
+            body = concept_markdown(hit, details.get(concept_id))
+            mtime = state.mtime_for(concept_id, body, now_ns)
+            result_set.add(ResultFile(name, concept_id, hit.score, body, mtime))
         log.debug("fetched %d results for %r", len(result_set.files), state.key)
         return result_set
 

@@ -215,6 +215,10 @@ class QueryService:
         is dropped (fetched again by the next ``ls``), and its memory handed back."""
         if key in self.state.queries:
             self._states.drop(key, Drop.FORGOTTEN)
+            self._drop_unused_details()
+
+    def _drop_unused_details(self, expired_too: bool = False) -> None:
+        self._states.dropped(self._results.drop_unused_details(expired_too))
 
     def content_changed(self) -> None:
         """The server's content changed (epoch, a deleted document): every listing and
@@ -232,6 +236,7 @@ class QueryService:
         """One look at the server: a changed epoch drops every cached listing (the next
         ``ls`` refetches), and the default is re-learned (a change drops the listings of
         inheriting queries). Returns whether the content changed."""
+        self._drop_unused_details(expired_too=True)
         self._states.trim()
         try:
             epoch = await self.client.epoch(timeout=self.probe_timeout)
@@ -306,6 +311,7 @@ class QueryService:
         self._children.get(query_key(path[:-1]), set()).discard(query.key)
         self._children.pop(query.key, None)
         self._states.drop(query.key, Drop.REMOVED)
+        self._drop_unused_details()
         await self._save()
         log.info("removed query %r", query.key)
 

@@ -276,4 +276,16 @@ async def test_the_kernel_forgetting_a_query_drops_its_listing_not_its_files(
     directory = await core.fs.inode(RELEVANT)
     core.ops.forget([(directory, core.fs.lookups(directory))])
     assert core.service.listing(RELEVANT) is None
+    assert core.service.cache_bytes == 0  # its concept details too: no listing needs them
     assert identities(await core.fs.readdir(RELEVANT)) == before
+
+
+async def test_removing_every_query_gives_back_every_cached_byte(core: Core) -> None:
+    for text in (RELEVANT, "csv files"):
+        await core.fs.mkdir(text)
+        assert await core.fs.listdir(text)
+    assert core.service.cache_bytes > 0
+    await core.fs.rmdir(RELEVANT)
+    assert core.service.cache_bytes > 0  # the other listing still uses its details
+    await core.fs.rmdir("csv files")
+    assert core.service.cache_bytes == 0

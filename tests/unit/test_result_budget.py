@@ -62,14 +62,23 @@ def test_a_forgotten_query_drops_its_listing_and_keeps_names_and_mtimes(states) 
     states.on_stale = lambda key, _: announced.append(key)
     state = states.get("q")
     state.names.name_for("c1", "Label")
-    state.mtimes["c1"] = (b"digest", 5)
+    assert state.mtime_for("c1", b"body", 5) == 5
     state.scratch["threshold.swp"] = bytearray(b"0.5")
     state.meta_mtimes["threshold"] = 123
     states.store(state, listing(10, 1000))
     states.drop("q", Drop.FORGOTTEN)
     assert states.listing("q") is None and states.nbytes == 0
-    assert state.mtimes == {"c1": (b"digest", 5)}  # the next listing keeps them
+    assert state.mtime_for("c1", b"body", 99) == 5  # the next listing keeps them
     assert state.names.name_for("c2", "Label") != "Label.concept.md"
     assert state.scratch == {"threshold.swp": bytearray(b"0.5")}
     assert state.meta_mtimes == {"threshold": 123}
     assert announced == []  # the kernel holds none of its names: nothing to tell it
+
+
+def test_a_result_keeps_its_mtime_only_while_its_bytes_are_the_same(states) -> None:
+    state = states.get("q")
+    assert state.mtime_for("c1", b"first", 10) == 10
+    assert state.mtime_for("c1", b"first", 20) == 10
+    assert state.mtime_for("c1", b"second", 30) == 30  # changed: a new mtime
+    assert state.mtime_for("c1", b"second", 40) == 30
+    assert state.mtime_for("c2", b"second", 50) == 50  # per concept

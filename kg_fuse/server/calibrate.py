@@ -93,6 +93,27 @@ def _single_word(rng: random.Random) -> str:
     return _nonsense_word(rng, rng.randint(2, 4))
 
 
+#: Everyday words for nonsense sentences: what a user types who writes real words that
+#: mean nothing together. Far from any corpus's subject by choice (no computing, no
+#: cooking), and not the evaluation's own nonsense words.
+_EVERYDAY = """
+giraffe meadow violin candle harbour tulip pebble castle dolphin lantern feather canyon
+glacier saddle compass balloon penguin orchard tambourine scarecrow parrot volcano
+marble ribbon anchor comet lagoon walrus kite banjo hedgehog chimney tornado emerald
+crimson golden fuzzy gentle sleepy brave noisy ancient hollow tiny enormous shiny lazy
+curious polite dusty frozen wobbly dances jumps giggles wanders dreams sneezes paints
+juggles tiptoes climbs swims hums borrows forgets gallops knits yawns
+"""
+EVERYDAY_WORDS: tuple[str, ...] = tuple(_EVERYDAY.split())
+GLUE_WORDS = ("the", "a", "with", "under", "beyond", "of", "and", "near", "into", "over")
+
+
+def _everyday_nonsense(rng: random.Random) -> str:
+    words = [rng.choice(EVERYDAY_WORDS) for _ in range(rng.randint(3, 7))]
+    words.insert(rng.randint(1, len(words) - 1), rng.choice(GLUE_WORDS))
+    return " ".join(words)
+
+
 def _digits_punctuation(rng: random.Random) -> str:
     parts = []
     for _ in range(rng.randint(1, 4)):
@@ -110,8 +131,13 @@ NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "short tokens": _short_tokens, "consonant runs": _consonant_runs,
     "keyboard mashes": _keyboard_mash, "long nonsense": _long_nonsense,
     "single nonsense words": _single_word, "digits and punctuation": _digits_punctuation,
-    "random letters": _random_letters,
+    "random letters": _random_letters, "everyday nonsense": _everyday_nonsense,
 }
+
+
+#: Shapes sampled more than PER_SHAPE times: real words that mean nothing together vary
+#: more in score than random letters do (some words happen to be near a concept).
+SAMPLES = {"everyday nonsense": 2}
 
 
 def gibberish_queries(per_shape: int = PER_SHAPE, seed: int = GIBBERISH_SEED
@@ -119,7 +145,7 @@ def gibberish_queries(per_shape: int = PER_SHAPE, seed: int = GIBBERISH_SEED
     """(shape, query) pairs: ``per_shape`` seeded queries of every shape, plus mashes."""
     rng = random.Random(seed)
     out = [(shape, make(rng)) for shape, make in NOISE_SHAPES.items()
-           for _ in range(per_shape)]
+           for _ in range(per_shape * SAMPLES.get(shape, 1))]
     out += [("keyboard mashes", q) for q in KEYBOARD_MASHES]
     return list(dict.fromkeys(out))
 

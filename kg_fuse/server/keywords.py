@@ -106,6 +106,22 @@ def load_vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
     return frozenset(r[0] for r in conn.execute("SELECT term FROM concept_terms"))
 
 
+#: English function words (the Snowball stop list): whether a corpus happens to use
+#: "why" or "my" says nothing about whether a query is about its subject, so they do not
+#: count for familiarity.
+_STOPWORDS = """
+i me my myself we our ours ourselves you your yours yourself yourselves he him his
+himself she her hers herself it its itself they them their theirs themselves what which
+who whom this that these those am is are was were be been being have has had having do
+does did doing a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on
+off over under again further then once here there when where why how all any both each
+few more most other some such no nor not only own same so than too very can will just
+don should now
+"""
+STOPWORDS = frozenset(_STOPWORDS.split())
+
+
 def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
     """The share of the query's words this corpus has never seen, in [0, 1].
 
@@ -115,6 +131,8 @@ def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
     only) is wholly unknown.
     """
     words = [t for t in tokens(query) if len(t) >= 2 and any(c.isalpha() for c in t)]
+    content = [t for t in words if t not in STOPWORDS]
+    words = content or words  # a query of function words only is judged on them
     if not words:
         return 1.0
     unknown = 0.0
@@ -129,11 +147,19 @@ def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
 
 def familiarity(query: str, vocabulary: frozenset[str],
                 discount: float = UNFAMILIAR_DISCOUNT) -> float:
-    """The factor a query's vector scores are multiplied by: 1 when the corpus knows every
-    word of it, ``1 - discount`` when it knows none (see docs/server.md, "Familiarity")."""
+    """The factor a query's scores are multiplied by: 1 when the corpus knows every word
+    of it, ``1 - discount * unknown share`` when it knows some, 0 when it knows none.
+
+    A query without one word this corpus uses (nor one typo away from one) gives the
+    model nothing to go on: its cosines are where the model happens to put random
+    letters or punctuation (short concepts such as ``math.gcd``), and its only keyword
+    matches are digit tokens. Such a query matches nothing (see docs/server.md,
+    "Familiarity").
+    """
     if not vocabulary:
         return 1.0
-    return 1.0 - discount * unknown_fraction(query, vocabulary)
+    unknown = unknown_fraction(query, vocabulary)
+    return 0.0 if unknown >= 1.0 else 1.0 - discount * unknown
 
 
 def add_to_vocabulary(vocabulary: frozenset[str], texts: Iterable[str]) -> frozenset[str]:

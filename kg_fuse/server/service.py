@@ -135,10 +135,18 @@ class KnowledgeGraph:
     # -- search ------------------------------------------------------------------------
 
     def query_vector(self, query: str, vector: np.ndarray) -> np.ndarray:
-        """The query's embedding scaled by how familiar its words are to this corpus, so
-        every vector score of a query made of words the corpus never uses is discounted
-        (:func:`keywords.familiarity`)."""
+        """The query's embedding scaled by how familiar its words are to this corpus
+        (:func:`keywords.familiarity`): zero when the corpus knows none of them."""
         return vector * np.float32(keywords.familiarity(query, self.vocabulary))
+
+    def scored_query(self, query: str, vector: np.ndarray, index: ConceptIndex
+                     ) -> tuple[np.ndarray, dict[str, float]]:
+        """The scaled query vector and the keyword scores: the two halves of the final
+        score. A query the corpus knows no word of has neither (no keyword lookups)."""
+        vector = self.query_vector(query, vector)
+        if not vector.any():
+            return vector, {}
+        return vector, self.keyword_scores(query, index)
 
     def keyword_scores(self, query: str, index: ConceptIndex) -> dict[str, float]:
         """The query's keyword scores (FTS5), under the store lock.
@@ -162,8 +170,8 @@ class KnowledgeGraph:
         generation = (index, self.vocabulary)
         found = self._prepared.get(generation, query)
         if found is None:
-            vector = self.query_vector(query, self.embedder.encode_one(query))
-            found = PreparedQuery(vector, index.keyword_rows(self.keyword_scores(query, index)))
+            vector, keyword = self.scored_query(query, self.embedder.encode_one(query), index)
+            found = PreparedQuery(vector, index.keyword_rows(keyword))
             self._prepared.put(generation, query, found)
         return found
 
@@ -352,9 +360,11 @@ class KnowledgeGraph:
         """Each query's top ``k`` final scores (calibration; one embedding batch)."""
         index = self.index
         vectors = self.embedder.encode(queries)
-        return [index.search(self.query_vector(q, v), 0.0, top_k=k,
-                             keyword=self.keyword_scores(q, index))
-                for q, v in zip(queries, vectors, strict=True)]
+        found = []
+        for query, raw in zip(queries, vectors, strict=True):
+            vector, keyword = self.scored_query(query, raw, index)
+            found.append(index.search(vector, 0.0, top_k=k, keyword=keyword))
+        return found
 
     def calibrate(self, write: bool) -> calibrate.CalibrationReport:
         """Measure the noise floor; with ``write`` store the chosen default."""

@@ -266,3 +266,18 @@ def test_the_same_document_twice_in_one_batch_is_stored_once(graph: KnowledgeGra
     admin_default(graph)  # before the fix: IntegrityError, and nothing stored
     graph.add_documents([doc(BREAD, "bread.md"), doc(BREAD, "bread copy.md")])
     assert len(graph.index) == 3
+
+
+def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph) -> None:
+    oven = SAUCES + "\n## Oven\nBake at 180 degrees for 25 minutes.\n"
+    graph.add_documents([doc(oven, "sauces.md")])
+    low = 0.01  # far below any default: only the rule can keep these out
+    assert graph.search("roux butter", low, 50, 0, None).page
+    partly = graph.search("roux zzyzx", low, 50, 0, None).page  # discounted, still found
+    assert partly and partly[0][1] < graph.search("roux", low, 50, 0, None).page[0][1]
+    for unknown in ("xkcdq", "zzyzx qwvbn", "180", "180 25", "= :() 87&>6[<8"):
+        outcome = graph.search(unknown, low, 50, 0, None)  # "180" is in the text, no word
+        assert outcome.page == [] and outcome.near_miss is None, unknown
+    # the calibration measures the same final score: zero everywhere
+    noise, known = graph.search_many(["xkcdq", "roux"], 3)
+    assert noise and all(s == 0.0 for _, s in noise) and known[0][1] > 0.3

@@ -11,6 +11,8 @@ import pytest
 
 from kg_fuse.server import content, keywords
 from kg_fuse.server.calibrate import (
+    EVERYDAY_WORDS,
+    GLUE_WORDS,
     NOISE_SHAPES,
     RULE,
     CalibrationReport,
@@ -219,14 +221,20 @@ def test_familiarity_discounts_queries_made_of_words_the_corpus_never_uses() -> 
     vocab = frozenset({"sort", "list", "square", "root", "pathname", "the"})
     assert keywords.unknown_fraction("sort a list", vocab) == 0.0  # "a": too short to count
     assert keywords.unknown_fraction("xkcdq", vocab) == 1.0
-    assert keywords.unknown_fraction("sort the zzyzx", vocab) == pytest.approx(1 / 3)
+    assert keywords.unknown_fraction("sort the zzyzx", vocab) == 0.5  # "the": a stop word
     assert keywords.unknown_fraction("pathnme", vocab) == keywords.TYPO_PENALTY  # one typo
     for no_words in ("12345", "!!!???", "= :() 87&>6[<8", "", "x 1 y"):
         assert keywords.unknown_fraction(no_words, vocab) == 1.0
     d = keywords.UNFAMILIAR_DISCOUNT
     assert keywords.familiarity("sort a list", vocab) == 1.0
-    assert keywords.familiarity("qwerty", vocab) == pytest.approx(1 - d)
     assert keywords.familiarity("sort qwerty", vocab) == pytest.approx(1 - d / 2)
+    assert keywords.familiarity("pathnme", vocab) == pytest.approx(1 - d / 2)  # a typo
+    for unknown in ("qwerty", "xkcdq zzyzx", "12345", "= :() 87&>6[<8"):
+        assert keywords.familiarity(unknown, vocab) == 0.0  # no word known: no evidence
+    # function words do not count: a corpus that never says "why" or "my" knows the query
+    assert keywords.unknown_fraction("why is my list sorted", vocab | {"sorted"}) == 0.0
+    assert keywords.unknown_fraction("why is my zzyzx", vocab) == 1.0
+    assert keywords.unknown_fraction("why me", vocab) == 1.0  # only function words
     assert keywords.familiarity("qwerty", frozenset()) == 1.0  # no corpus: no judgement
 
 
@@ -262,6 +270,10 @@ def test_noise_covers_every_shape_and_is_seeded() -> None:
     assert all(3 <= len(w) <= 5 for q in short for w in q.split())
     assert any(not any(c.isalpha() for c in q) for s, q in noise
                if s == "digits and punctuation")
+    everyday = [q.split() for s, q in noise if s == "everyday nonsense"]
+    assert len(everyday) > 30  # sampled more: real words vary more in score
+    assert all(4 <= len(words) <= 8 and set(words) <= set(EVERYDAY_WORDS) | set(GLUE_WORDS)
+               for words in everyday)
 
 
 def test_one_junk_concept_cannot_drag_the_floor() -> None:

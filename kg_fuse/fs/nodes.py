@@ -51,6 +51,7 @@ _DIRS = frozenset({NodeKind.ROOT, NodeKind.ONTOLOGY_ROOT, NodeKind.ONTOLOGY_DIR,
 
 
 NodeKey = tuple[NodeKind, str, str]
+SHRINK_ABOVE = 4096  # nodes: below that, an oversized dict costs too little to rebuild
 _INODE_MASK = (1 << 63) - 1
 
 
@@ -76,6 +77,7 @@ class InodeTable:
     def __init__(self) -> None:
         self._by_inode: dict[int, Node] = {}
         self._by_key: dict[NodeKey, Node] = {}
+        self._peak = 0  # the most nodes held since the dicts were last rebuilt
         self.root = self._add(pyfuse3.ROOT_INODE, NodeKind.ROOT, "", "")
 
     def __len__(self) -> int:
@@ -85,7 +87,16 @@ class InodeTable:
         node = Node(inode, kind, owner, name)
         self._by_inode[inode] = node
         self._by_key[node.key] = node
+        self._peak = max(self._peak, len(self._by_inode))
         return node
+
+    def _shrink_if_sparse(self) -> None:
+        """A dict never shrinks when entries are deleted: once the kernel forgot most of
+        what it held, rebuild both, so the table's memory follows its size."""
+        if self._peak > SHRINK_ABOVE and len(self._by_inode) * 8 < self._peak:
+            self._by_inode = dict(self._by_inode)
+            self._by_key = dict(self._by_key)
+            self._peak = len(self._by_inode)
 
     def get(self, inode: int) -> Node | None:
         return self._by_inode.get(inode)
@@ -119,6 +130,7 @@ class InodeTable:
             node.attached = False
             if node.lookups == 0 and node.kind is not NodeKind.ROOT:
                 del self._by_inode[node.inode]
+                self._shrink_if_sparse()
         return node
 
     def move(self, old: NodeKey, new: NodeKey) -> None:
@@ -147,3 +159,4 @@ class InodeTable:
             del self._by_inode[inode]
             if node.attached:
                 self._by_key.pop(node.key, None)
+            self._shrink_if_sparse()

@@ -129,3 +129,22 @@ def test_detach_query_detaches_everything_under_it():
     assert table.find(NodeKind.QUERY_DIR, "q") is None
     assert table.find(NodeKind.QUERY_DIR, "other") is other
     assert other.attached
+
+
+def test_the_tables_memory_comes_back_when_the_kernel_forgets():
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        table = InodeTable()
+        empty = tracemalloc.get_traced_memory()[0]
+        nodes = [looked_up(table, NodeKind.RESULT_FILE, f"q{i % 100}", f"c{i}")
+                 for i in range(50_000)]
+        assert tracemalloc.get_traced_memory()[0] - empty > 5 * 2**20
+        for node in nodes:
+            table.forget(node.inode, 1)
+        del nodes, node
+        assert len(table) == 1
+        assert tracemalloc.get_traced_memory()[0] - empty < 256 * 2**10
+    finally:
+        tracemalloc.stop()

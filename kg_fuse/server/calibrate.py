@@ -11,7 +11,7 @@ noise). For each concept, its highest score among the noise queries it is the be
 of is taken; the two concepts that attract noise most are reported and left out:
 
     floor   = 3rd-highest per-concept noise score
-    default = ceil((floor + MARGIN) * 100) / 100,  MARGIN = 0.02
+    default = ceil((floor + MARGIN) * 100) / 100,  MARGIN = 0.03
 
 When no concept is an outlier the top three per-concept scores lie within a few
 hundredths of each other and the margin covers them; when one is, it no longer moves
@@ -39,14 +39,14 @@ THRESHOLD_KEY = "search_default_similarity_threshold"
 CALIBRATION_KEY = "search_calibration_report"
 PROVENANCE_KEY = "search_threshold_provenance"
 FALLBACK_THRESHOLD = 0.6
-MARGIN = 0.02
+MARGIN = 0.03
 OUTLIERS = 2         # concepts with the highest noise scores left out of the floor
 PER_SHAPE = 30
 GIBBERISH_SEED = 508
 PROBE_COUNT = 40
 #: Recalibrate a calibrated default when the corpus grew or shrank by more than this.
 RECALIBRATE_FRACTION = 0.2
-RULE = ("default = ceil((3rd-highest per-concept noise score + 0.02) * 100) / 100")
+RULE = ("default = ceil((3rd-highest per-concept noise score + 0.03) * 100) / 100")
 
 KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "1234567890")
 KEYBOARD_MASHES: tuple[str, ...] = (

@@ -30,6 +30,11 @@ VIEWS: tuple[str, ...] = ("name", "description", "examples")
 #: Chosen with ``kg-fuse eval`` (see docs/server.md, "Fused views").
 WEIGHTS: dict[str, float] = {"name": 0.0, "description": 1.0, "examples": 0.0}
 EXAMPLES_CHARS = 400
+#: A first paragraph this short says nothing the name does not ("Return an enumerate
+#: object."); the description view then reads on into the next paragraphs, up to
+#: ELABORATION_CHARS of them.
+SHORT_SUMMARY_WORDS = 5
+ELABORATION_CHARS = 300
 
 
 def embedded_views(weights: Mapping[str, float] = WEIGHTS) -> tuple[str, ...]:
@@ -61,15 +66,15 @@ def view_texts(label: str, description: str, signature: str = "", examples: str 
     name = split_name(label)
     if signature:
         name = f"{name} {_squash(signature)}"
-    texts = {"name": name,
-             "description": f"{label}: {_squash(description)}" if description.strip()
-             else label}
+    desc = _squash(description)
+    texts = {"name": name, "description": f"{label}: {desc}" if desc else label}
     extra = examples.strip()
     if not extra:
-        desc = _squash(description)
         extra = " ".join(p for p in (_squash(e) for e in evidence) if p and p != desc)
     if extra:
         texts["examples"] = _squash(extra)[:EXAMPLES_CHARS]
+        if len(desc.split()) <= SHORT_SUMMARY_WORDS:
+            texts["description"] += " " + texts["examples"][:ELABORATION_CHARS]
     return texts
 
 

@@ -45,9 +45,22 @@ def test_view_texts_fall_back_to_evidence_for_examples() -> None:
     texts = view_texts("list.sort", "Sort the list in place.", signature="(*, key=None)",
                        evidence=["Sort the list in place.", "The sort is stable."])
     assert texts == {"name": "list sort (*, key=None)",
-                     "description": "list.sort: Sort the list in place.",
+                     "description": "list.sort: Sort the list in place. The sort is stable.",
                      "examples": "The sort is stable."}
     assert view_texts("x", "") == {"name": "x", "description": "x"}
+
+
+def test_a_one_line_summary_reads_on_into_the_next_paragraph() -> None:
+    short = view_texts("enumerate", "Return an enumerate object.",
+                       examples="The enumerate object yields pairs of a count and a value. "
+                                + "x" * 400)
+    assert short["description"].startswith("enumerate: Return an enumerate object. The "
+                                           "enumerate object yields pairs")
+    assert len(short["description"]) == len("enumerate: Return an enumerate object. ") + 300
+    summary = "Return the ceiling of x as an Integral, the smallest integer >= x."
+    full = view_texts("math.ceil", summary, examples="More words.")
+    assert full["description"] == f"math.ceil: {summary}"  # long enough on its own
+    assert view_texts("f", "Do it.")["description"] == "f: Do it."  # nothing to add
 
 
 def test_an_old_store_keeps_its_vectors_as_the_description_view(tmp_path: Path) -> None:

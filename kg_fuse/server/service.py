@@ -374,10 +374,12 @@ class KnowledgeGraph:
         concepts = [c for c in concepts if c[0] in indexed]
         now = datetime.now(UTC).isoformat(timespec="seconds")
         report = calibrate.measure(self.search_many, concepts, calibrated_at=now)
+        # Outliers by count: their labels are arbitrary text (a concept named
+        # "...HeaderError" reads as an error in a log); `kg-fuse calibrate` names them.
         log.info("calibration over %d concepts: noise median %.3f floor %.3f max %.3f, "
-                 "outliers %s -> default %.2f", report.concept_count, report.gibberish_median,
-                 report.noise_floor, report.gibberish_max, report.outliers or "none",
-                 report.default)
+                 "%d concepts left out of the floor -> default %.2f", report.concept_count,
+                 report.gibberish_median, report.noise_floor, report.gibberish_max,
+                 len(report.outliers), report.default)
         if write:
             self.set_threshold(report.default, provenance={
                 "source": "calibrated", "concept_count": report.concept_count,

@@ -3,8 +3,13 @@
 mount, in an empty home. Afterwards no mount and no process may be left behind.
 
 Which blocks run is decided by the headings only (``## Using it``, ``## Stopping``) and
-the fence language (```` ```sh ````), so other sections can change freely. The demo
-builds a small corpus here (``KG_DEMO_MODULES``), so CI time stays reasonable.
+the fence language (```` ```sh ````), so other sections can change freely.
+
+The home starts with the session's built store of the small test corpus in its data
+directory (``KG_DEMO_MODULES`` names the same modules), so the demo takes its "already
+built" path instead of embedding a corpus the session has already embedded with the same
+command (``kg-fuse index --modules ...``, in ``tests.helpers.store``). That an empty home
+sends the demo down its building path is checked on its own, cheaply.
 """
 
 from __future__ import annotations
@@ -14,19 +19,21 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from tests.helpers.mount import fuse_available
+from tests.helpers.store import OFFLINE_ENV, copy_store
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-DEMO_MODULES = "gzip,bz2,lzma,zipfile,tarfile,shutil"
+DEMO_MODULES = ",".join(SMALL_TEST_MODULES)  # what the seeded store was built from
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-pytestmark = [pytest.mark.mount, pytest.mark.timeout(1500),
-              pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")]
+needs_fuse = pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")
 
 
 def sections(markdown: str) -> dict[str, str]:
@@ -80,9 +87,33 @@ def mounts_under(path: Path) -> list[str]:
         return [line.split()[4] for line in f if line.split()[4].startswith(str(path))]
 
 
-def test_demo_then_every_block_then_stop_leaves_nothing_behind(tmp_path: Path) -> None:
+def demo_script() -> str:
+    return (ROOT / "scripts" / "demo.sh").read_text()
+
+
+def test_an_empty_home_sends_the_demo_down_its_building_path(tmp_path: Path) -> None:
+    """The demo builds the corpus exactly when ``kg-fuse calibrate --show`` fails, and in
+    an empty home it fails, naming the command that builds one, without creating a store."""
+    script = demo_script()
+    assert re.search(r'if "\$KG" calibrate --show .*\n(.*\n){1,3}.*"\$KG" index "\$\{CORPUS',
+                     script), "demo.sh no longer builds when calibrate --show fails"
+    env = {**os.environ, **OFFLINE_ENV, "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    shown = subprocess.run([sys.executable, "-m", "kg_fuse.cli", "calibrate", "--show"],
+                           env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert shown.returncode != 0
+    assert "kg-fuse index" in shown.stderr + shown.stdout
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.mount
+@pytest.mark.timeout(900)
+@needs_fuse
+def test_demo_then_every_block_then_stop_leaves_nothing_behind(tmp_path: Path,
+                                                               small_store: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
+    copy_store(small_store, home / ".local/share/kg-fuse/server/kg.sqlite3")
     env = {"HOME": str(home), "PATH": PLAIN_PATH, "LANG": "C.UTF-8", "TERM": "dumb",
            "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(tmp_path / "run"),
@@ -94,9 +125,10 @@ def test_demo_then_every_block_then_stop_leaves_nothing_behind(tmp_path: Path) -
                         *sh_blocks(section("Using it")), *sh_blocks(section("Stopping"))])
     try:
         done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=1400)
+                              text=True, timeout=800)
         out, err = done.stdout, done.stderr
         assert done.returncode == 0, f"{err[-3000:]}\n--- stdout ---\n{out[-3000:]}"
+        assert "the corpus is already built" in out  # the seeded store was found
         assert "kg-fuse is mounted at" in out
         assert "gzip.compress.concept.md" in out  # ls, then ls -U | head showed results
         assert "# gzip.compress" in out  # cat of the result file

@@ -175,7 +175,7 @@ def dead_status(mountpoint: Path, env: dict[str, str]) -> Any:
     return status if "dead" in status.stdout else None
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(600)  # a hang guard: 15 mounts and 45 CLI runs, on a loaded machine
 def test_sigkill_mid_burst_never_loses_an_acknowledged_change(kg_server: Any,
                                                              tmp_path: Path) -> None:
     data_home = tmp_path / "data"

@@ -25,7 +25,8 @@ import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.service import KnowledgeGraph, near_duplicate_warning
+from kg_fuse.server.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.service import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 from kg_fuse.limits import MAX_NAME_CHARS
 from kg_fuse.server import repository
 from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.schemas import (
     CatalogNode,
     CatalogResponse,
@@ -24,7 +25,6 @@ from kg_fuse.server.schemas import (
     OntologyNode,
     OntologyStatistics,
 )
-from kg_fuse.server.service import near_duplicate_warning
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from starlette.concurrency import run_in_threadpool
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
 from kg_fuse.server import repository
 from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.schemas import (
     DocumentConcept,
     DocumentConceptsResponse,
     DocumentDeleteResponse,
 )
-from kg_fuse.server.service import near_duplicate_warning
 
 log = logging.getLogger(__name__)
 

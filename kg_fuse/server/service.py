@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server import calibrate, content, keywords, repository
+from kg_fuse.server import calibrate, content, duplicates, keywords, repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.embedder import Embedder
@@ -30,8 +30,6 @@ log = logging.getLogger(__name__)
 
 STDLIB_MARKER_KEY = "stdlib_corpus"
 NEAR_MISS_FLOOR = 0.3
-#: A new concept more similar than this to an existing one is reported (noether).
-NEAR_DUPLICATE = 0.92
 #: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
 PREPARED_QUERIES = 1024
 #: Concept summaries kept for search results (a few hundred bytes each).
@@ -46,12 +44,6 @@ class NearMiss:
     suggested: float
     top_id: str
     top_score: float
-
-
-def near_duplicate_warning(dup: dict) -> str:
-    """The one wording of a near-duplicate warning (job result, document status)."""
-    return (f"near-duplicate: section {dup['label']!r} is {dup['similarity']:.2f} similar "
-            f"to existing concept {dup['similar_label']!r}")
 
 
 @dataclass
@@ -237,40 +229,12 @@ class KnowledgeGraph:
             self._add_to_index(embedded)
             if embedded:
                 content.link_similar(self.store, self.index, embedded)
-            outcome = IngestOutcome(len(embedded), self._near_duplicates(before, embedded))
-            content.publish_documents(self.store, self._by_document(
+            outcome = IngestOutcome(len(embedded), duplicates.find(
+                self.store, before, self.index, embedded))
+            content.publish_documents(self.store, duplicates.by_document(
                 docs, outcome.near_duplicates))
         self.recalibrate_if_drifted()
         return outcome
-
-    def _near_duplicates(self, before: ConceptIndex, new_ids: list[str]) -> list[dict]:
-        """New concepts more than NEAR_DUPLICATE similar to one that existed before."""
-        if not new_ids or not len(before):
-            return []
-        rows = [self.index.row_of[c] for c in new_ids if c in self.index.row_of]
-        found = before.nearest(self.index.matrix[rows])
-        pairs = [(self.index.ids[r], other, sim) for r, (other, sim) in zip(rows, found,
-                                                                           strict=True)
-                 if sim > NEAR_DUPLICATE]
-        if not pairs:
-            return []
-        labels = {r["id"]: r["label"] for r in self.store.query(
-            "SELECT id, label FROM concepts WHERE id IN "
-            f"({','.join('?' * (2 * len(pairs)))})", [x for p in pairs for x in p[:2]])}
-        return [{"concept_id": cid, "label": labels.get(cid, cid), "similar_to": other,
-                 "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
-                for cid, other, sim in pairs]
-
-    @staticmethod
-    def _by_document(docs: list[DocumentSpec], found: list[dict]) -> dict[str, list[dict]]:
-        """Each document's near-duplicates: its status in the catalog."""
-        out = {}
-        for doc in docs:
-            own = {c.id for c in doc.concepts}
-            mine = [d for d in found if d["concept_id"] in own]
-            if mine:
-                out[doc.id] = mine
-        return out
 
     def remove_ontology(self, name: str) -> dict[str, int] | None:
         with self._write_lock:

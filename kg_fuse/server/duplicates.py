@@ -1,0 +1,50 @@
+"""Near-duplicate sections (noether): a warning, never an error.
+
+A new concept more than :data:`NEAR_DUPLICATE` similar to one that existed before it was
+added is reported in the job's result and kept as its document's status in the catalog.
+"""
+
+from __future__ import annotations
+
+from kg_fuse.server.corpus import DocumentSpec
+from kg_fuse.server.index import ConceptIndex
+from kg_fuse.server.store import Store
+
+#: A new concept more similar than this to an existing one is reported.
+NEAR_DUPLICATE = 0.92
+
+
+def warning(dup: dict) -> str:
+    """The one wording of a near-duplicate warning (job result, document status)."""
+    return (f"near-duplicate: section {dup['label']!r} is {dup['similarity']:.2f} similar "
+            f"to existing concept {dup['similar_label']!r}")
+
+
+def find(store: Store, before: ConceptIndex, index: ConceptIndex,
+         new_ids: list[str]) -> list[dict]:
+    """New concepts (in ``index``) more than NEAR_DUPLICATE similar to one in ``before``."""
+    if not new_ids or not len(before):
+        return []
+    rows = [index.row_of[c] for c in new_ids if c in index.row_of]
+    found = before.nearest(index.matrix[rows])
+    pairs = [(index.ids[r], other, sim) for r, (other, sim) in zip(rows, found, strict=True)
+             if sim > NEAR_DUPLICATE]
+    if not pairs:
+        return []
+    labels = {r["id"]: r["label"] for r in store.query(
+        "SELECT id, label FROM concepts WHERE id IN "
+        f"({','.join('?' * (2 * len(pairs)))})", [x for p in pairs for x in p[:2]])}
+    return [{"concept_id": cid, "label": labels.get(cid, cid), "similar_to": other,
+             "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
+            for cid, other, sim in pairs]
+
+
+def by_document(docs: list[DocumentSpec], found: list[dict]) -> dict[str, list[dict]]:
+    """Each document's near-duplicates: its status in the catalog."""
+    out = {}
+    for doc in docs:
+        own = {c.id for c in doc.concepts}
+        mine = [d for d in found if d["concept_id"] in own]
+        if mine:
+            out[doc.id] = mine
+    return out

@@ -15,10 +15,7 @@ import os
 import re
 import stat
 import time
-import tomllib
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,137 +32,27 @@ from hypothesis.stateful import (
 )
 
 from tests.helpers.mount import Mount
+from tests.robustness.stateful_cases import (
+    AT_LIMIT,
+    COMMON,
+    DEFAULTS,
+    MAX_DEPTH,
+    ONTOLOGY,
+    RESULT_NAME,
+    STEPS,
+    NameCase,
+    QueryPath,
+    last_line,
+    names,
+    shown,
+    undecodable,
+)
+from tests.robustness.stateful_writes import ControlWriteRules
 
 pytestmark = pytest.mark.mount
 
-# -- names -----------------------------------------------------------------------------
 
-# Text pieces and whether they are acceptable in a query name (besides the rules on the
-# whole name: not empty after stripping, no leading dot, at most 255 bytes).
-SAFE_PIECES = ["gzip", "zlib", "csv", "json", " ", "files", "é", "e\u0301", "日本",
-               "🙂", "\u200b", "tab-less", "a.b", "?", "#", "%", "100%", "'", '"',
-               "back\\slash", "x" * 60]
-BAD_PIECES = ["\t", "\n", "\x7f", "\x85", "\u2028", "\x01"]
-# threshold suffixes: (suffix, stored threshold or "plain" (part of the text) or None
-# (refused))
-SUFFIXES = [
-    ("@0", 0.0), ("@0.5", 0.5), ("@1", 1.0), ("@.25", 0.25), ("@0.75", 0.75),
-    ("@1.0", 1.0), ("@0.333", 0.333),
-    ("@1.5", None), ("@-0.1", None), ("@+0.5", None), ("@2", None), ("@0.5.5", None),
-    ("@1e5", None), ("@.", None),
-    ("@home", "plain"), ("@", "plain"), ("@x1", "plain"),
-]
-
-
-@dataclass(frozen=True)
-class NameCase:
-    raw: bytes
-    expect_errno: int | None  # None: created
-    text: str = ""  # the query text when created
-    threshold: float | None = None  # the typed threshold when created
-
-
-def classify(pieces: list[str], suffix: str | None, prefix_dot: bool) -> NameCase:
-    body = ("." if prefix_dot else "") + "".join(pieces)
-    threshold: float | None = None
-    text = body
-    bad = any(p in BAD_PIECES for p in pieces)
-    refused = False
-    if suffix is not None:
-        value = dict(SUFFIXES)[suffix]
-        if value is None:
-            refused = True
-        elif value == "plain":
-            text = body + suffix
-        else:
-            threshold = float(value)
-    name = body + (suffix or "")
-    raw = name.encode("utf-8")
-    if len(raw) > 255:
-        return NameCase(raw, errno.ENAMETOOLONG)
-    if prefix_dot or bad or refused or not text.strip():
-        return NameCase(raw, errno.EINVAL)
-    return NameCase(raw, None, text.strip(), threshold)
-
-
-names = st.builds(
-    classify,
-    st.lists(st.sampled_from(SAFE_PIECES * 4 + BAD_PIECES), max_size=5),
-    st.one_of(st.none(), st.none(), st.sampled_from([s for s, _ in SUFFIXES])),
-    st.integers(0, 7).map(lambda i: i == 0),  # a leading dot, now and then
-).filter(lambda case: case.raw not in (b"", b".", b".."))
-COMMON = [classify([text], suffix, False) for text, suffix in [
-    ("gzip", None), ("csv files", None), ("json", "@0.5"), ("tar archives", "@.25"),
-    ("zlib", "@0"), ("bz2", "@0.75"), ("base64", None), ("zip files", "@0.333")]]
-# names exactly at the kernel's NAME_MAX in UTF-8 bytes, and one byte over
-AT_LIMIT = [("é" * 127 + "a", None), ("日" * 85, None), ("🙂" * 63 + "abc", None),
-            ("é" * 128, errno.ENAMETOOLONG), ("日" * 85 + "a", errno.ENAMETOOLONG),
-            ("🙂" * 64, errno.ENAMETOOLONG)]
-assert all(len(n.encode()) == (255 if e is None else 256) for n, e in AT_LIMIT)
-undecodable = st.sampled_from([b"\xff", b"gzip\xfe", b"\xc3(", b"caf\xe9"]).map(
-    lambda raw: NameCase(raw, errno.EINVAL))
-
-# -- threshold texts ---------------------------------------------------------------------
-
-VALID_VALUES = {  # text written -> stored threshold (None: inherit)
-    "0": 0.0, "0.35": 0.35, "0.5": 0.5, ".7": 0.7, "1": 1.0, "1.0": 1.0, "0.999": 0.999,
-    "  0.6  ": 0.6, "inherit": None, "default": None, "INHERIT": None, "": None,
-    "# a comment\n0.45": 0.45,
-}
-INVALID_VALUES = ["banana", "nan", "inf", "-0.1", "1.5", "0.5 0.6", "0x1", "1e5",
-                  "0.5\n0.6", "½", "0,5"]
-WRITE_STYLES = ["echo", "printf", "append", "truncate+write", "rename", "editor"]
-INVALID_STYLES = ["echo", "append", "rename"]
-DEFAULTS = [0.3, 0.5, 0.6]
-# a valid value written in two write(2) calls: (first part, second part, stored value)
-PARTIAL_VALID = [("0.", "35", 0.35), ("0.9", "99", 0.999), ("1", ".0", 1.0),
-                 ("0", "\n", 0.0), ("0.4", "5\n", 0.45)]
-# the first part is valid, the whole is not: the session must commit nothing
-PARTIAL_INVALID = [("0.5", ".5"), ("0.5", " 0.6"), ("0.7", "x"), ("1", "5"), ("0.", "5\n2")]
-OVERSIZED = 64 * 1024 + 1  # one byte more than a control file holds: EFBIG
-
-ONTOLOGY = b"ontology"  # the root's fixed directory of the server's ontologies
-RESULT_NAME = re.compile(r"^[^./\x00-\x1f\x7f][^/\x00-\x1f\x7f]*\.concept\.md$")
-
-
-VALID_LIMITS = {"1": 1, "5": 5, "20": 20, "100": 100, "default": None, "": None,
-                "# how many\n30": 30}
-INVALID_LIMITS = ["0", "1001", "2.5", "-1", "ten", "1 2", "+5", "0x10"]
-MAX_DEPTH = 3  # a query, a nested query and one nested in that
-
-QueryPath = tuple[bytes, ...]
-STEPS: Counter[str] = Counter()  # rule -> how many times it ran (printed at the end)
-
-
-def model_threshold(content: bytes) -> float | None | str:
-    """What a threshold file's text means: a value, None (inherit) or "invalid"."""
-    try:
-        lines = content.decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        return "invalid"
-    tokens = [t for line in lines if not line.strip().startswith("#") for t in line.split()]
-    if not tokens:
-        return None
-    if len(tokens) > 1:
-        return "invalid"
-    token = tokens[0]
-    if token.lower() in ("inherit", "default"):
-        return None
-    if not re.fullmatch(r"(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?", token):
-        return "invalid"
-    value = float(token)
-    return value if 0.0 <= value <= 1.0 else "invalid"
-
-
-def last_line(path: Path) -> str:
-    return path.read_text().splitlines()[-1]
-
-
-def shown(value: float | None) -> str:
-    return "inherit" if value is None else repr(float(value))
-
-
-class MountModel(RuleBasedStateMachine):
+class MountModel(ControlWriteRules, RuleBasedStateMachine):
     """Set ``MountModel.mount`` and ``MountModel.admin`` before running.
 
     The model: ``queries`` maps a query's path (its directory names from the root, as
@@ -347,235 +234,11 @@ class MountModel(RuleBasedStateMachine):
             path = self.meta(query, name)
             assert os.stat(path).st_size == len(path.read_bytes()), name
 
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), value=st.sampled_from(sorted(VALID_VALUES)),
-          style=st.sampled_from(WRITE_STYLES))
-    def write_threshold(self, data: st.DataObject, value: str, style: str) -> None:
-        STEPS["write_threshold"] += 1
-        query = self.some_query(data)
-        self._write(query, "threshold", value, style)
-        self.queries[query]["threshold"] = VALID_VALUES[value]
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), value=st.sampled_from(INVALID_VALUES),
-          style=st.sampled_from(INVALID_STYLES))
-    def write_invalid_threshold(self, data: st.DataObject, value: str, style: str) -> None:
-        STEPS["write_invalid_threshold"] += 1
-        query = self.some_query(data)
-        with pytest.raises(OSError) as refused:
-            self._write(query, "threshold", value, style)
-        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
-        self._drop_scratch(query, "threshold")
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), value=st.sampled_from(sorted(VALID_LIMITS)),
-          style=st.sampled_from(["echo", "printf", "rename", "editor"]))
-    def write_limit(self, data: st.DataObject, value: str, style: str) -> None:
-        STEPS["write_limit"] += 1
-        query = self.some_query(data)
-        self._write(query, "limit", value, style)
-        self.queries[query]["limit"] = VALID_LIMITS[value]
-        shown_limit = self.queries[query]["limit"] or "default"
-        assert last_line(self.meta(query, "limit")) == str(shown_limit)
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), value=st.sampled_from(INVALID_LIMITS),
-          style=st.sampled_from(INVALID_STYLES))
-    def write_invalid_limit(self, data: st.DataObject, value: str, style: str) -> None:
-        STEPS["write_invalid_limit"] += 1
-        query = self.some_query(data)
-        with pytest.raises(OSError) as refused:
-            self._write(query, "limit", value, style)
-        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
-        self._drop_scratch(query, "limit")
-
     @rule(case=st.sampled_from(AT_LIMIT))
     def mkdir_at_the_name_limit(self, case: tuple[str, int | None]) -> None:
         STEPS["mkdir_at_the_name_limit"] += 1
         name, expect = case
         self.create((name.encode(),), NameCase(name.encode(), expect, name, None))
-
-    def _unchanged(self, query: QueryPath, control: str) -> None:
-        """The control still shows the model's value (a refused write changed nothing)."""
-        if control == "threshold":
-            assert last_line(self.meta(query, control)) == shown(
-                self.queries[query]["threshold"])
-        else:
-            assert last_line(self.meta(query, control)) == str(
-                self.queries[query]["limit"] or "default")
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), control=st.sampled_from(["threshold", "limit"]),
-          truncating=st.booleans())
-    def write_oversized(self, data: st.DataObject, control: str, truncating: bool) -> None:
-        STEPS["write_oversized"] += 1
-        query = self.some_query(data)
-        path = self.meta(query, control)
-        before = os.stat(path).st_mtime_ns
-        flags = os.O_WRONLY | (os.O_TRUNC if truncating else 0)
-        fd = os.open(path, flags)
-        try:
-            with pytest.raises(OSError) as refused:
-                os.write(fd, b"0" * OVERSIZED)
-            assert refused.value.errno == errno.EFBIG, refused.value
-        finally:
-            with pytest.raises(OSError):  # close reports the refusal too
-                os.close(fd)
-        self._unchanged(query, control)
-        assert os.stat(path).st_mtime_ns == before
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), case=st.sampled_from(PARTIAL_VALID))
-    def write_threshold_in_two_parts(self, data: st.DataObject,
-                                     case: tuple[str, str, float]) -> None:
-        STEPS["write_threshold_in_two_parts"] += 1
-        query = self.some_query(data)
-        first, second, value = case
-        fd = os.open(self.meta(query, "threshold"), os.O_WRONLY | os.O_TRUNC)
-        try:
-            assert os.write(fd, first.encode()) == len(first)
-            assert os.write(fd, second.encode()) == len(second)
-        finally:
-            os.close(fd)
-        self.queries[query]["threshold"] = value
-        self._unchanged(query, "threshold")
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), case=st.sampled_from(PARTIAL_INVALID), truncating=st.booleans())
-    def write_threshold_that_fails_part_way(self, data: st.DataObject,
-                                            case: tuple[str, str], truncating: bool) -> None:
-        STEPS["write_threshold_that_fails_part_way"] += 1
-        query = self.some_query(data)
-        path = self.meta(query, "threshold")
-        before = os.stat(path).st_mtime_ns
-        first, second = case
-        flags = os.O_WRONLY | (os.O_TRUNC if truncating else os.O_APPEND)
-        fd = os.open(path, flags)
-        try:
-            os.write(fd, first.encode())
-            with pytest.raises(OSError) as refused:
-                os.write(fd, second.encode())
-            assert refused.value.errno == errno.EINVAL, (case, refused.value)
-        finally:
-            with pytest.raises(OSError) as at_close:
-                os.close(fd)
-            assert at_close.value.errno == errno.EINVAL
-        self._unchanged(query, "threshold")
-        assert os.stat(path).st_mtime_ns == before
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data(), value=st.sampled_from(sorted(VALID_VALUES) + INVALID_VALUES))
-    def write_threshold_at_an_offset(self, data: st.DataObject, value: str) -> None:
-        """pwrite over the value line of the file as read, keeping what follows it."""
-        STEPS["write_threshold_at_an_offset"] += 1
-        query = self.some_query(data)
-        path = self.meta(query, "threshold")
-        content = path.read_bytes()
-        offset = content.rstrip(b"\n").rfind(b"\n") + 1
-        payload = value.encode() + b"\n"
-        result = content[:offset] + payload + content[offset + len(payload):]
-        expected = model_threshold(result)
-        fd = os.open(path, os.O_RDWR)
-        try:
-            if expected == "invalid":
-                with pytest.raises(OSError) as refused:
-                    os.pwrite(fd, payload, offset)
-                assert refused.value.errno == errno.EINVAL
-            else:
-                assert os.pwrite(fd, payload, offset) == len(payload)
-        finally:
-            try:
-                os.close(fd)
-            except OSError as exc:
-                assert expected == "invalid" and exc.errno == errno.EINVAL
-        if expected != "invalid":
-            self.queries[query]["threshold"] = expected
-        self._unchanged(query, "threshold")
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data())
-    def vim_saves_the_same_value(self, data: st.DataObject) -> None:
-        """vim's pattern: a swap file beside the file, a test file, an in-place rewrite of
-        an unchanged value, the swap file removed: the file's mtime must not move."""
-        STEPS["vim_saves_the_same_value"] += 1
-        query = self.some_query(data)
-        path = self.meta(query, "threshold")
-        before = os.stat(path).st_mtime_ns
-        text = path.read_text()
-        swap = self.meta(query, ".threshold.swp")
-        swap.write_bytes(b"b0VIM 9.0" + b"\0" * 100)
-        probe = self.meta(query, "4913")
-        probe.write_bytes(b"")
-        probe.unlink()
-        with open(path, "w") as f:
-            f.write(text)
-        swap.unlink()
-        assert os.stat(path).st_mtime_ns == before
-        self._unchanged(query, "threshold")
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data())
-    def truncate_threshold(self, data: st.DataObject) -> None:
-        STEPS["truncate_threshold"] += 1
-        query = self.some_query(data)
-        os.truncate(self.meta(query, "threshold"), 0)
-        self.queries[query]["threshold"] = None
-
-    def _drop_scratch(self, query: QueryPath, control: str) -> None:
-        scratch = self.meta(query, control + ".new")
-        if scratch.exists():  # the editor's temporary file is the editor's to remove
-            scratch.unlink()
-
-    def _write(self, query: QueryPath, control: str, value: str, style: str) -> None:
-        path = self.meta(query, control)
-        if style == "echo":
-            with open(path, "w") as f:
-                f.write(value + "\n")
-        elif style == "printf":
-            with open(path, "w") as f:
-                f.write(value)
-        elif style == "append":
-            with open(path, "a") as f:
-                f.write(value + "\n")
-        elif style == "truncate+write":  # truncate -s 0 threshold && printf V > threshold
-            os.truncate(path, 0)
-            with open(path, "w") as f:
-                f.write(value)
-        elif style == "rename":  # sed -i: write a scratch file, rename it over
-            scratch = self.meta(query, control + ".new")
-            scratch.write_text("# edited\n" + value + "\n")
-            os.rename(scratch, path)
-        else:  # an editor rewriting the whole file in place, comments kept
-            lines = path.read_text().splitlines()
-            text = "\n".join(lines[:-1] + [value]) + "\n"
-            with open(path, "r+") as f:
-                f.truncate(0)
-                f.write(text)
-
-    @precondition(lambda self: self.queries)
-    @rule(data=st.data())
-    def read_settings(self, data: st.DataObject) -> None:
-        query = self.some_query(data)
-        model = self.queries[query]
-        doc = tomllib.loads(self.meta(query, "query.toml").read_text())
-        assert doc["name"] == os.fsdecode(query[-1])
-        assert doc["query"] == model["text"]
-        expected = "inherit" if model["threshold"] is None else model["threshold"]
-        assert doc["threshold"] == expected
-        assert doc["effective_threshold"] == pytest.approx(self.effective(query))
-        assert doc["server_default_last_seen"] == pytest.approx(self.default)
-        sources = (["server default"] if model["threshold"] is None
-                   else ["override", "auto-adjusted"])
-        assert doc["threshold_source"] in sources
-        assert doc["limit"] == (model["limit"] or 50)
-        if len(query) > 1:
-            assert doc["parent"] == "/".join(os.fsdecode(p) for p in query[:-1])
-        else:
-            assert "parent" not in doc
-        text = self.meta(query, "threshold").read_text()
-        assert text.splitlines()[-1] == shown(model["threshold"])
-        assert all(line.startswith("#") for line in text.splitlines()[:-1])
-        assert f"# Server default: {self.default!r}" in text
 
     @precondition(lambda self: self.queries)
     @rule(value=st.sampled_from(DEFAULTS))
@@ -609,7 +272,6 @@ def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any,
     MountModel.mount = model_mount
     MountModel.admin = kg_admin
     MountModel.original_default = kg_admin.get_default()
-    started = time.monotonic()
     # No shrinking: against a real mount it takes minutes; a failure is reported as the
     # (at most 40-step) sequence that found it.
     run_state_machine_as_test(MountModel, settings=settings(
@@ -617,7 +279,6 @@ def test_filesystem_behaves_like_its_model(model_mount: Mount, kg_admin: Any,
         database=None, print_blob=False, phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                HealthCheck.data_too_large]))
-    assert time.monotonic() - started < 120
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"state machine: {sum(STEPS.values())} steps: "

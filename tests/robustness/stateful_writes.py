@@ -55,11 +55,7 @@ class ControlWriteRules:
           style=st.sampled_from(INVALID_STYLES))
     def write_invalid_threshold(self, data: st.DataObject, value: str, style: str) -> None:
         STEPS["write_invalid_threshold"] += 1
-        query = self.some_query(data)
-        with pytest.raises(OSError) as refused:
-            self._write(query, "threshold", value, style)
-        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
-        self._drop_scratch(query, "threshold")
+        self._refused(self.some_query(data), "threshold", value, style)
 
     @precondition(lambda self: self.queries)
     @rule(data=st.data(), value=st.sampled_from(sorted(VALID_LIMITS)),
@@ -77,12 +73,14 @@ class ControlWriteRules:
           style=st.sampled_from(INVALID_STYLES))
     def write_invalid_limit(self, data: st.DataObject, value: str, style: str) -> None:
         STEPS["write_invalid_limit"] += 1
-        query = self.some_query(data)
-        with pytest.raises(OSError) as refused:
-            self._write(query, "limit", value, style)
-        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
-        self._drop_scratch(query, "limit")
+        self._refused(self.some_query(data), "limit", value, style)
 
+    def _refused(self, query: QueryPath, control: str, value: str, style: str) -> None:
+        """An invalid value is refused with EINVAL (and its editor's scratch file goes)."""
+        with pytest.raises(OSError) as refused:
+            self._write(query, control, value, style)
+        assert refused.value.errno == errno.EINVAL, (value, style, refused.value)
+        self._drop_scratch(query, control)
 
     def _unchanged(self, query: QueryPath, control: str) -> None:
         """The control still shows the model's value (a refused write changed nothing)."""

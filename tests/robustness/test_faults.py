@@ -378,16 +378,21 @@ def test_server_stopped_then_restarted_without_its_tokens(
         listings[name] = timed(lambda: result_names(mount.path(name)))
 
     threads = [threading.Thread(target=list_one, args=(n,)) for n in fresh]
+    started = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
+    took = time.monotonic() - started
     assert all(o.ok and o.value for o in listings.values()), listings
-    assert server.log_text().count("issued a token") == issued + 1
+    # one token for all four listings' requests (no storm of token requests), and one
+    # more per token lifetime the listings outlasted on a busy machine (2 s, used 1.8 s)
+    new_tokens = server.log_text().count("issued a token") - issued
+    assert 1 <= new_tokens <= 1 + int(took / 1.8), (new_tokens, took)
     time.sleep(2.5)  # the new token has expired
     mount.path("read csv rows").mkdir()
     assert result_names(mount.path("read csv rows"))
-    assert server.log_text().count("issued a token") == issued + 2
+    assert server.log_text().count("issued a token") == issued + new_tokens + 1
     assert status_lines(mount, RELEVANT)["fetched"].endswith("(fresh)")
     assert status_lines(mount, fresh[1])["effective threshold"].startswith("0.45")
     assert mount.unmount() == 0

@@ -29,10 +29,11 @@ def test_shipped_sets_have_the_promised_size_and_shapes() -> None:
         "square root of a number"]
 
 
-def test_kitchen_expectations_name_real_sections() -> None:
+@pytest.mark.parametrize("name", ["kitchen", "kitchen-words"])
+def test_kitchen_expectations_name_real_sections(name: str) -> None:
     labels = {c.label for d in read_folder(sets.CORPORA_DIR / "kitchen") for c in d.concepts}
     assert 30 <= len(labels) <= 80
-    for query in sets.load("kitchen").relevant:
+    for query in sets.load(name).relevant:
         assert set(query.expect) <= labels, query.text
 
 

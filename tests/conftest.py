@@ -77,5 +77,17 @@ def kg_server_clone(kg_server: KGServer, tmp_path_factory: pytest.TempPathFactor
         return clone.start()
 
     yield make
+    for server in started:  # all at once: each takes a moment to shut down
+        if server.process is not None and server.process.poll() is None:
+            server.process.terminate()
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def kg_scratch_server(kg_server_clone: Callable[..., KGServer]) -> KGServer:
+    """One copy of ``kg_server`` shared by the modules whose tests add content only in
+    ontologies of their own making and delete them (with their documents) afterwards, so
+    the next test finds the store as it was: one server start instead of one per module.
+    Never change its default or stop it; a test that must, takes ``kg_server_clone``."""
+    return kg_server_clone()

@@ -104,11 +104,9 @@ def test_a_non_empty_mountpoint_is_refused_unless_nonempty(mount_factory, kg_ser
     assert (target / "mine.txt").read_text() == "keep me"
 
 
-@pytest.fixture(scope="module")
-def recipes_server(kg_server_clone):
-    server = kg_server_clone()  # one copy for this module; each test's ontology is new
-    yield server
-    server.stop()  # its memory back before the next module's servers start
+@pytest.fixture
+def recipes_server(kg_scratch_server):
+    return kg_scratch_server  # not the shared server; each test's ontology is new
 
 
 @pytest.fixture

@@ -74,11 +74,9 @@ def test_links_persist_across_a_remount(mount_factory) -> None:
 
 # -- ingestion -----------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def farm_server(kg_server_clone):
-    server = kg_server_clone()  # one copy for this module; each test's ontologies are new
-    yield server
-    server.stop()  # its memory back before the next module's servers start
+@pytest.fixture
+def farm_server(kg_scratch_server):
+    return kg_scratch_server  # not the shared server; each test's ontologies are new
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,12 +186,29 @@ def test_the_whole_tree_under_a_misbehaving_server(
     assert gzip["limit"] == 20 and gzip["exclude"] == ["bz2"]
 
 
+@pytest.fixture(scope="module")
+def module_server(kg_server_clone: Callable[..., Any]) -> Iterator[Any]:
+    server = kg_server_clone()  # one copy for the tests that add a document or stop it
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def private_server(module_server: Any) -> Any:
+    """Not the shared server; running with its default arguments (a test that restarted
+    it with others leaves it so: it is restarted here only if a later test needs it)."""
+    if module_server.extra_args or module_server.process is None:
+        module_server.extra_args = []
+        module_server.start()
+    return module_server
+
+
 # Regression test (a bug this suite found; fixed in 6621f55):
 # a failed upload discarded the dropped file, with no retry.
 @pytest.mark.timeout(120)
 def test_a_file_dropped_for_ingest_while_the_server_is_down_is_not_lost(
-        kg_server_clone: Callable[..., Any], mount_factory: Callable[..., Mount]) -> None:
-    server = kg_server_clone()  # this test adds a document: not the shared server
+        private_server: Any, mount_factory: Callable[..., Mount]) -> None:
+    server = private_server  # this test adds a document: not the shared server
     with FaultProxy(server.api_url) as fault:
         mount = mount_factory(
             server=server, env=proxy_env(server),
@@ -328,12 +345,12 @@ def test_status_says_stale_once_the_server_is_known_to_be_down(
 
 @pytest.mark.timeout(150)
 def test_server_stopped_then_restarted_without_its_tokens(
-        kg_server_clone: Callable[..., Any], mount_factory: Callable[..., Mount]) -> None:
+        private_server: Any, mount_factory: Callable[..., Mount]) -> None:
     """The real server goes away (connection refused) and comes back having forgotten
     every token, and issuing tokens that expire in 2 s: bounded errnos meanwhile, then
     fresh results with one new token, a new one once it expired, and no remount. (No
     background polling here, so only the listings use the token.)"""
-    server = kg_server_clone()
+    server = private_server
     mount = mount_factory(
         extra_args=["--api-url", server.api_url, "--timeout", "1", "--probe-timeout", "1",
                     "--poll-interval", "3600", "--max-age", "1"],

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +131,9 @@ def test_a_new_server_default_drops_the_names_that_left(
 
 
 @pytest.fixture
-def zebra_farm(kg_server_clone: Any, mount_factory: Callable[..., Mount], tmp_path: Path
-               ) -> tuple[Any, Mount, Path]:
-    server = kg_server_clone()
+def zebra_farm(kg_scratch_server: Any, mount_factory: Callable[..., Mount], tmp_path: Path
+               ) -> Iterator[tuple[Any, Mount, Path]]:
+    server = kg_scratch_server  # not the shared server: its tests ingest a zebra
     mount = mount_factory(server=server,
                           extra_args=["--ingest-delay", "0.3", "--poll-interval", "0.5"],
                           allowed_log=[r"WARNING kg_fuse.fs.ingest"])
@@ -143,7 +143,9 @@ def zebra_farm(kg_server_clone: Any, mount_factory: Callable[..., Mount], tmp_pa
     write(mount, ZEBRA_QUERY, "limit", "3")
     source = tmp_path / "zebra.md"
     source.write_text(ZEBRA)
-    return server, mount, source
+    yield server, mount, source
+    with server.client("admin") as http:  # with its documents: the next test has no zebra
+        assert http.delete("/ontology/Farm").status_code in (200, 404)
 
 
 @pytest.mark.timeout(120)

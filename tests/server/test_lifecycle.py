@@ -41,10 +41,21 @@ Bannetons support the dough's shape during the final rise.
 
 
 @pytest.fixture(scope="module")
-def server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServer]:
+def module_server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServer]:
     server = kg_server_clone()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def server(module_server: KGServer) -> KGServer:
+    """The module's clone, running with its default arguments and environment.
+
+    A test that restarts it with others (``--ingest``, a short token lifetime) leaves
+    it so; it is restarted here only if a later test needs it (a start costs seconds)."""
+    if module_server.extra_args or module_server.extra_env or module_server.process is None:
+        module_server.restart(extra_args=[], env={})
+    return module_server
 
 
 @pytest.fixture
@@ -232,25 +243,21 @@ def test_restart_reuses_the_store_without_reembedding(server: KGServer,
         assert epoch(http) > e0
         names = {n["name"] for n in http.get("/catalog/children").json()["nodes"]}
         assert "garden notes" in names
-    server.restart(extra_args=[])
 
 
-def test_tokens_expire(server: KGServer) -> None:
-    server.restart(env={"KG_FUSE_SERVER_TOKEN_TTL": "2"})
-    try:
-        response = httpx.post(f"{server.api_url}/auth/oauth/token",
-                              data={"grant_type": "client_credentials", **server.user})
-        token = response.json()
-        assert token["expires_in"] == 2
-        headers = {"Authorization": f"Bearer {token['access_token']}"}
-        assert httpx.get(f"{server.api_url}/database/epoch", headers=headers
-                         ).status_code == 200
-        time.sleep(2.5)
-        expired = httpx.get(f"{server.api_url}/database/epoch", headers=headers)
-        assert expired.status_code == 401
-        assert expired.json() == {"detail": "Could not validate credentials"}
-    finally:
-        server.restart(env={})
+def test_tokens_expire(module_server: KGServer) -> None:
+    server = module_server.restart(extra_args=[], env={"KG_FUSE_SERVER_TOKEN_TTL": "2"})
+    response = httpx.post(f"{server.api_url}/auth/oauth/token",
+                          data={"grant_type": "client_credentials", **server.user})
+    token = response.json()
+    assert token["expires_in"] == 2
+    headers = {"Authorization": f"Bearer {token['access_token']}"}
+    assert httpx.get(f"{server.api_url}/database/epoch", headers=headers
+                     ).status_code == 200
+    time.sleep(2.5)
+    expired = httpx.get(f"{server.api_url}/database/epoch", headers=headers)
+    assert expired.status_code == 401
+    assert expired.json() == {"detail": "Could not validate credentials"}
 
 
 def test_empty_server_uses_the_fallback_default(tmp_path: Path) -> None:

@@ -110,8 +110,11 @@ def test_an_ontology_named_with_a_slash_keeps_every_ontology_listed(farm) -> Non
     # it round-trips: its directory works, and ingesting there reaches the real name
     ingest = mount.path("ontology", "a∕b", "ingest")
     (ingest / "zebra.md").write_text(ZEBRA)
-    wait_for(lambda: os.listdir(mount.path("ontology", "a∕b", "documents")),
-             what="the document in a/b")
+    # the job done (its file gone), not only the document listed: its concepts are
+    # searchable only then
+    wait_for(lambda: not os.listdir(ingest)
+             and os.listdir(mount.path("ontology", "a∕b", "documents")),
+             what="the ingest job done and the document in a/b")
     scoped = mount.path("ontology", "a∕b", "zebra feeding")
     scoped.mkdir()
     assert any(n.endswith(".concept.md") for n in os.listdir(scoped))

@@ -237,9 +237,9 @@ class IngestBox:
             return
         if self.files.get(key) is pending:
             del self.files[key]
-        if receipt.job_id is None:  # the server already holds this content: say so
+        if receipt.job_id is None:  # the ontology already holds this content: say so
             job.job_id, job.status = receipt.duplicate_of, DUPLICATE
-            job.error = ("the server already holds this exact content (job "
+            job.error = ("this ontology already holds this exact content (job "
                          f"{receipt.duplicate_of}); nothing new was added. rm this file "
                          "to dismiss it")
             log.warning("upload of %r into %r: duplicate of job %s", name, ontology,

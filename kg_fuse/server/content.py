@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kg_fuse.server import acronyms
-from kg_fuse.server.corpus import DocumentSpec, concept_id
+from kg_fuse.server.corpus import DocumentSpec, concept_id, copy_id
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.store import Store
@@ -89,31 +89,35 @@ def delete_document(store: Store, document_id: str) -> dict[str, int] | None:
 
 
 def write_documents(store: Store, docs: Iterable[DocumentSpec],
-                    created_by: str | None = None, published: bool = True) -> list[str]:
-    """Insert documents not yet stored; returns the ids of the concepts created.
+                    created_by: str | None = None, published: bool = True,
+                    ) -> dict[str, DocumentSpec]:
+    """Insert the documents their ontologies do not hold yet; returns them by the id
+    each was stored under. A concept another document already has gains evidence.
 
     An ingested document is stored unpublished: the catalog lists it only once its
     concepts are embedded and searchable (:func:`publish_documents`), so nobody who sees
     the document searches for its concepts in vain.
     """
-    docs = list(docs)
-    existing = {r[0] for r in store.query("SELECT id FROM documents")}
-    fresh = []
+    held = {r["id"]: r["name"] for r in store.query(
+        "SELECT d.id, o.name FROM documents d JOIN ontologies o ON o.id = d.ontology_id")}
+    fresh: list[tuple[str, DocumentSpec]] = []
     for doc in docs:  # the same content twice in one batch is stored once
-        if doc.id not in existing:
-            existing.add(doc.id)
-            fresh.append(doc)
+        doc_id = _new_document_id(doc, held)
+        if doc_id is not None:
+            held[doc_id] = doc.ontology
+            fresh.append((doc_id, doc))
     if not fresh:
-        return []
+        return {}
     created: list[str] = []
     with store.transaction(content_change=True) as conn:
         ontology_ids: dict[str, str] = {}
-        for doc in fresh:
+        for doc_id, doc in fresh:
             if doc.ontology not in ontology_ids:
                 ontology_ids[doc.ontology] = _ontology_id(conn, doc.ontology,
                                                           created_by=created_by)
-            _insert_document(conn, doc, ontology_ids[doc.ontology], created, published)
-        for doc in fresh:
+            _insert_document(conn, doc, doc_id, ontology_ids[doc.ontology], created,
+                             published)
+        for _, doc in fresh:
             for concept in doc.concepts:
                 for rel_type, target_seed in concept.relations:
                     target = concept_id(target_seed)
@@ -123,19 +127,28 @@ def write_documents(store: Store, docs: Iterable[DocumentSpec],
                         (concept.id, rel_type, target),
                     )
     log.info("stored %d documents with %d new concepts", len(fresh), len(created))
-    return created
+    return dict(fresh)
 
 
-def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: str,
-                     created: list[str], published: bool) -> None:
+def _new_document_id(doc: DocumentSpec, held: dict[str, str]) -> str | None:
+    """The content hash, or the copy's own id when another ontology holds that content;
+    None when the document's ontology already holds it."""
+    copy = copy_id(doc.content, doc.ontology)
+    if held.get(doc.id) == doc.ontology or copy in held:
+        return None
+    return copy if doc.id in held else doc.id
+
+
+def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, doc_id: str,
+                     ontology_id: str, created: list[str], published: bool) -> None:
     conn.execute(
         "INSERT INTO documents(id, ontology_id, name, filename, content, content_type, "
         "source_type, source_path, created_at, published) "
         "VALUES (?, ?, ?, ?, ?, 'document', ?, ?, strftime('%s','now'), ?)",
-        (doc.id, ontology_id, doc.name, doc.filename, doc.content, doc.source_type,
+        (doc_id, ontology_id, doc.name, doc.filename, doc.content, doc.source_type,
          doc.source_path, int(published)),
     )
-    prefix = doc.id.split(":", 1)[1][:16]
+    prefix = doc_id.split(":", 1)[1][:16]
     source_ids = {}
     for chunk in doc.chunks:
         source_id = f"{prefix}_chunk{chunk.paragraph}"
@@ -143,7 +156,7 @@ def _insert_document(conn: sqlite3.Connection, doc: DocumentSpec, ontology_id: s
         conn.execute(
             "INSERT INTO chunks(source_id, document_id, paragraph, full_text, char_start, "
             "char_end) VALUES (?, ?, ?, ?, ?, ?)",
-            (source_id, doc.id, chunk.paragraph, chunk.text, chunk.start, chunk.end),
+            (source_id, doc_id, chunk.paragraph, chunk.text, chunk.start, chunk.end),
         )
     for concept in doc.concepts:
         cur = conn.execute(

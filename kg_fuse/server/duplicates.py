@@ -6,6 +6,8 @@ added is reported in the job's result and kept as its document's status in the c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.store import Store
@@ -39,12 +41,13 @@ def find(store: Store, before: ConceptIndex, index: ConceptIndex,
             for cid, other, sim in pairs]
 
 
-def by_document(docs: list[DocumentSpec], found: list[dict]) -> dict[str, list[dict]]:
-    """Each document's near-duplicates: its status in the catalog."""
+def by_document(stored: Mapping[str, DocumentSpec], found: list[dict]
+                ) -> dict[str, list[dict]]:
+    """Each stored document's near-duplicates (by its id): its status in the catalog."""
     out = {}
-    for doc in docs:
+    for doc_id, doc in stored.items():
         own = {c.id for c in doc.concepts}
         mine = [d for d in found if d["concept_id"] in own]
         if mine:
-            out[doc.id] = mine
+            out[doc_id] = mine
     return out

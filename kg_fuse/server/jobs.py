@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from kg_fuse.server import repository
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.service import KnowledgeGraph
@@ -83,10 +84,12 @@ class JobRunner:
         if n:
             log.warning("marked %d interrupted jobs as failed", n)
 
-    def existing_job(self, digest: str) -> dict | None:
+    def existing_job(self, digest: str, ontology: str) -> dict | None:
+        """The newest job for this content into this ontology (duplicates are per
+        ontology, as on the platform)."""
         row = self.graph.store.query_one(
-            "SELECT id, status FROM jobs WHERE content_hash = ? ORDER BY created_at DESC",
-            (digest,))
+            "SELECT id, status FROM jobs WHERE content_hash = ? AND ontology = ? "
+            "ORDER BY created_at DESC", (digest, ontology))
         return None if row is None else dict(row)
 
     def insert(self, digest: str, filename: str, ontology: str, client_id: str) -> str:
@@ -146,12 +149,14 @@ class JobRunner:
                                        "chunks_total": len(doc.chunks),
                                        "concepts_total": total})
         self._check_stopping()
-        if self.graph.store.query_one("SELECT 1 FROM documents WHERE id = ?", (doc.id,)):
-            self.graph.remove_document(doc.id)  # force re-ingest replaces the old copy
+        held = repository.document_in_ontology(self.graph.store, text, ontology)
+        if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
+            self.graph.remove_document(held)
         outcome = self.graph.add_documents([doc], created_by=job_id)
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
-                        "document_id": doc.id}
+                        "document_id": repository.document_in_ontology(
+                            self.graph.store, text, ontology)}
         if outcome.near_duplicates:
             result["warnings"] = [near_duplicate_warning(d) for d in outcome.near_duplicates]
             result["near_duplicates"] = outcome.near_duplicates

@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
+from kg_fuse.server.corpus import content_hash, copy_id
 from kg_fuse.server.store import Store
 
 ChildKind = Literal["ontology", "document", "concept"]
@@ -125,11 +126,13 @@ def ontology_files(store: Store, ontology_id: str) -> list[str]:
         (ontology_id,))]
 
 
-def ontology_of_document(store: Store, document_id: str) -> str | None:
-    """The name of the ontology a stored document belongs to (None: not stored)."""
-    row = store.query_one("SELECT o.name FROM documents d JOIN ontologies o "
-                          "ON o.id = d.ontology_id WHERE d.id = ?", (document_id,))
-    return None if row is None else row["name"]
+def document_in_ontology(store: Store, content: str, ontology: str) -> str | None:
+    """The id under which ``ontology`` holds this exact content (None: it does not)."""
+    row = store.query_one(
+        "SELECT d.id FROM documents d JOIN ontologies o ON o.id = d.ontology_id "
+        "WHERE d.id IN (?, ?) AND o.name = ?",
+        (content_hash(content), copy_id(content, ontology), ontology))
+    return None if row is None else row["id"]
 
 
 # -- documents and sources -------------------------------------------------------------

@@ -77,16 +77,17 @@ async def ingest(
     digest = content_hash(text)
     jobs = ctx.jobs
     if not force:
-        stored = await run_in_threadpool(repository.ontology_of_document, ctx.graph.store,
-                                         digest)
-        previous = await run_in_threadpool(jobs.existing_job, digest)
+        stored = await run_in_threadpool(repository.document_in_ontology, ctx.graph.store,
+                                         text, ontology)
+        previous = await run_in_threadpool(jobs.existing_job, digest, ontology)
         active = previous is not None and previous["status"] in ("pending", "running")
         if stored is not None or active:
-            where = f"ontology '{stored}'" if stored is not None else "a running job"
+            where = (f"in ontology '{ontology}'" if stored is not None
+                     else f"by a running job for ontology '{ontology}'")
             dup = DuplicateResponse(
                 existing_job_id=previous["id"] if previous else None,
                 status=previous["status"] if previous else "completed",
-                message=f"Document already ingested ({where}); use force to re-ingest",
+                message=f"Document already ingested {where}; use force to re-ingest",
                 content_hash=digest)
             return JSONResponse(dup.model_dump())
     if not jobs.accepting:

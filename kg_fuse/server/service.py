@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -206,12 +207,15 @@ class KnowledgeGraph:
         with self.store.locked() as conn:
             self.vocabulary = keywords.load_vocabulary(conn)
 
-    def _add_to_index(self, concept_ids: list[str]) -> None:
-        """Fuse the new concepts' stored views into a new index and swap it in."""
-        if concept_ids:
+    def _add_to_index(self, concept_ids: list[str], touched: Iterable[str] = ()) -> None:
+        """Fuse the new concepts' stored views into a new index and swap it in; the
+        ``touched`` concepts (evidence added or removed) get their ontologies again."""
+        regrouped = [c for c in touched if c in self.index.row_of]
+        if concept_ids or regrouped:
             self.index = self.index.changed(
                 added=load_fused(self.store, concept_ids),
-                members=memberships(self.store, concept_ids))
+                members=memberships(self.store, list(concept_ids) + regrouped))
+        if concept_ids:
             self.vocabulary = keywords.add_to_vocabulary(self.vocabulary, content.texts_of(
                 self.store, concept_ids))
 
@@ -220,19 +224,23 @@ class KnowledgeGraph:
         """Store, embed and link new documents, swap in an updated index, then publish.
 
         The documents reach the catalog (and the epoch moves) only after the index holds
-        their concepts: a client that lists a new document finds its concepts too.
+        their concepts: a client that lists a new document finds its concepts too. A
+        concept another ontology already has (the same file copied there) joins this
+        ontology too.
         """
         with self._write_lock:
-            content.write_documents(self.store, docs, created_by=created_by, published=False)
+            stored = content.write_documents(self.store, docs, created_by=created_by,
+                                             published=False)
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
             before = self.index
-            self._add_to_index(embedded)
+            self._add_to_index(embedded, touched=(c.id for d in stored.values()
+                                                  for c in d.concepts))
             if embedded:
                 content.link_similar(self.store, self.index, embedded)
             outcome = IngestOutcome(len(embedded), duplicates.find(
                 self.store, before, self.index, embedded))
             content.publish_documents(self.store, duplicates.by_document(
-                docs, outcome.near_duplicates))
+                stored, outcome.near_duplicates))
         self.recalibrate_if_drifted()
         return outcome
 
@@ -246,10 +254,16 @@ class KnowledgeGraph:
         return result
 
     def remove_document(self, document_id: str) -> dict[str, int] | None:
+        """Remove a document; concepts it shared with others leave its ontology unless
+        another of its documents still supports them."""
         with self._write_lock:
+            supported = {r["concept_id"] for r in repository.document_concepts(
+                self.store, document_id)}
             result = content.delete_document(self.store, document_id)
             if result is not None:
-                self.index = self.index.changed(removed=self._gone())
+                gone = self._gone()
+                self.index = self.index.changed(removed=gone, members=memberships(
+                    self.store, [c for c in supported if c not in gone]))
         if result is not None:
             self.recalibrate_if_drifted()
         return result

@@ -77,9 +77,9 @@ def test_renamed_to_a_temporary_name_before_upload_is_never_uploaded(farm) -> No
     start, admin, tmp_path = farm
     mount = start()
     ingest = mount.path("ontology", "Farm", "ingest")
+    before = len(uploads(admin))  # counted before the write: no upload may slip in
     (ingest / "zebra.md").write_text(ZEBRA)
     os.rename(ingest / "zebra.md", ingest / "zebra.md~")
-    before = len(uploads(admin))
     time.sleep(2)
     assert len(uploads(admin)) == before
     os.unlink(ingest / "zebra.md~")

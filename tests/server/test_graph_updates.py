@@ -281,3 +281,68 @@ def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph
     # the calibration measures the same final score: zero everywhere
     noise, known = graph.search_many(["xkcdq", "roux"], 3)
     assert noise and all(s == 0.0 for _, s in noise) and known[0][1] > 0.3
+
+
+def scoped(graph: KnowledgeGraph, ontology: str, query: str = "knead the dough") -> list[str]:
+    return [c for c, _ in graph.search(query, 0.3, 10, 0, ontology).page]
+
+
+def files(graph: KnowledgeGraph, ontology: str) -> list[str]:
+    from kg_fuse.server import repository
+
+    return repository.ontology_files(graph.store, repository.ontology(
+        graph.store, ontology)["id"])
+
+
+def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
+        graph: KnowledgeGraph) -> None:
+    """Duplicates are per ontology, as on the platform: the copy is listed and searchable
+    in both, under two document ids, and the index grown in place matches a fresh load."""
+    from kg_fuse.server import repository
+
+    admin_default(graph)
+    graph.add_documents([doc(BREAD, "bread.md", "kitchen")])
+    outcome = graph.add_documents([doc(BREAD, "bread.md", "baking")])
+    assert outcome.concepts_created == 0  # the same concepts, with evidence in both
+    assert files(graph, "kitchen") == ["bread.md"] == files(graph, "baking")
+    kneading = scoped(graph, "kitchen")
+    assert kneading and scoped(graph, "baking") == kneading
+    fresh = ConceptIndex.load(graph.store)
+    assert [c for c, _ in fresh.search(graph.prepared("knead the dough").vector, 0.3,
+                                       ontology="baking")] == kneading
+    held = {o: repository.document_in_ontology(graph.store, BREAD, o)
+            for o in ("kitchen", "baking", "pastry")}
+    assert held["kitchen"] and held["baking"] and held["kitchen"] != held["baking"]
+    assert held["pastry"] is None
+    summary = graph.summaries(kneading[:1])[kneading[0]]
+    assert set(summary["documents"]) == {"kitchen", "baking"}
+
+
+def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
+        graph: KnowledgeGraph) -> None:
+    admin_default(graph)
+    runner = JobRunner(graph)
+    for n, ontology in enumerate(("kitchen", "baking", "baking")):  # the last one forced
+        job = runner.insert(f"h{n}", "bread.md", ontology, "test")
+        runner._work(job, BREAD, "bread.md", ontology)
+        assert runner.get(job)["status"] == "completed"
+    assert files(graph, "kitchen") == ["bread.md"] == files(graph, "baking")
+    assert scoped(graph, "kitchen") and scoped(graph, "baking") == scoped(graph, "kitchen")
+    assert runner.get(job)["result"]["document_id"] != runner.get(
+        runner.existing_job("h0", "kitchen")["id"])["result"]["document_id"]
+
+
+def test_removing_one_copy_leaves_its_concepts_to_the_other(graph: KnowledgeGraph) -> None:
+    from kg_fuse.server import repository
+
+    admin_default(graph)
+    graph.add_documents([doc(BREAD, "bread.md", "kitchen")])
+    graph.add_documents([doc(BREAD, "bread.md", "baking")])
+    graph.remove_document(repository.document_in_ontology(graph.store, BREAD, "baking"))
+    assert scoped(graph, "baking") == [] and len(scoped(graph, "kitchen")) >= 1
+    assert len(graph.index) == 3
+    graph.remove_document(repository.document_in_ontology(graph.store, BREAD, "kitchen"))
+    assert scoped(graph, "kitchen") == [] and len(graph.index) == 0
+    graph.add_documents([doc(BREAD, "bread.md", "baking")])  # and back, under its hash
+    assert repository.document_in_ontology(graph.store, BREAD, "baking") == doc(
+        BREAD, "b.md").id

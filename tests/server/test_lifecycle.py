@@ -189,6 +189,38 @@ def test_duplicate_ingest_is_detected_and_force_reingests(server: KGServer) -> N
         assert info["statistics"]["concept_count"] == 3
 
 
+def test_the_same_file_into_another_ontology_is_ingested_there(server: KGServer) -> None:
+    """Duplicates are per ontology, as on the platform; a forced re-ingest replaces the
+    copy of its own ontology and leaves the other's alone."""
+    with server.client("user") as http:
+        files = {"file": ("bread.md", NOTES.encode(), "text/markdown")}
+        queued = http.post("/ingest", files=files, data={"ontology": "Pastry"}).json()
+        assert "duplicate" not in queued and queued["job_id"].startswith("job_")
+        done = wait_for_job(http, queued["job_id"])
+        assert done["status"] == "completed"
+        dup = http.post("/ingest", files=files, data={"ontology": "Pastry"}).json()
+        assert dup["duplicate"] is True and dup["existing_job_id"] == queued["job_id"]
+        assert "'Pastry'" in dup["message"]
+        forced = http.post("/ingest", files=files,
+                           data={"ontology": "Pastry", "force": "true"}).json()
+        assert wait_for_job(http, forced["job_id"])["status"] == "completed"
+        for name in ("Baking", "Pastry"):
+            stats = http.get(f"/ontology/{name}").json()["statistics"]
+            assert (stats["file_count"], stats["concept_count"]) == (1, 3), name
+            hits = http.post("/query/search", json={
+                "query": "ratio of water to flour", "ontology": name}).json()["results"]
+            assert hits and hits[0]["label"] == "Hydration", name
+        pastry = done["result"]["document_id"]
+        assert pastry != queued["content_hash"]  # Baking's copy keeps the content hash
+        doc = http.get(f"/documents/{pastry}/content").json()
+        assert doc["content"]["document"] == NOTES
+    with server.client("admin") as admin:
+        assert admin.delete("/ontology/Pastry").status_code == 200
+    with server.client("user") as http:
+        stats = http.get("/ontology/Baking").json()["statistics"]
+        assert (stats["file_count"], stats["concept_count"]) == (1, 3)
+
+
 def test_ingest_needs_file_and_ontology(server: KGServer) -> None:
     with server.client("user") as http:
         assert http.post("/ingest", data={"ontology": "X"}).status_code == 422

@@ -15,6 +15,16 @@ def content_hash(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def copy_id(content: str, ontology: str) -> str:
+    """The id of a document whose content another ontology already holds.
+
+    Duplicates are per ontology, as on the platform: the same file copied into a second
+    ontology is a second document there, under an id of its own that the same copy
+    always gets again.
+    """
+    return content_hash(f"{ontology}\x00{content}")
+
+
 def concept_id(seed: str) -> str:
     """Stable concept ids, so rebuilding the same corpus gives the same ids."""
     return "c_" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:20]

@@ -113,6 +113,7 @@ class SearchResponse:
     suggested_threshold: float | None
     top_match: ConceptHit | None
     threshold_presets: dict[str, float] | None = None
+    unknown_words: tuple[str, ...] = ()  # ours: query words the corpus never uses
 
     @classmethod
     def parse(cls, raw: Any) -> SearchResponse:
@@ -121,6 +122,7 @@ class SearchResponse:
         results = _field(body, "results", list, where)
         suggested = body.get("suggested_threshold")
         top = body.get("top_match")
+        unknown = body.get("unknown_words")  # an extra field: ignored when malformed
         return cls(
             query=_field(body, "query", str, where),
             results=tuple(ConceptHit.parse(r) for r in results),
@@ -129,6 +131,8 @@ class SearchResponse:
             suggested_threshold=None if suggested is None else finite_number(suggested, where),
             top_match=None if top is None else ConceptHit.parse(top),
             threshold_presets=threshold_presets(body.get("threshold_presets")),
+            unknown_words=tuple(w for w in unknown if isinstance(w, str))
+            if isinstance(unknown, list) else (),
         )
 
 

@@ -266,6 +266,11 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
     if response.top_match is not None:
         top = response.top_match
         lines.append(f"best near miss: {_one_line(top.label)} ({top.score:.4f})")
+    if response.unknown_words:
+        lines.append("words the documents never use: " + _one_line(
+            ", ".join(response.unknown_words)))
+        if not results.files:
+            lines.append("hint: rephrase the query in words the documents use")
     if not results.files and response.suggested_threshold is not None:
         lines.append(
             "hint: nothing reached the threshold; write "

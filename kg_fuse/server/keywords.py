@@ -122,27 +122,40 @@ don should now
 STOPWORDS = frozenset(_STOPWORDS.split())
 
 
-def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
-    """The share of the query's words this corpus has never seen, in [0, 1].
-
-    Words are the query's tokens of two or more characters with a letter in them; a word
-    the corpus lacks but that is one typo from a word it has (the keyword rule: five or
-    more letters) counts half. A query without such words (digits and punctuation
-    only) is wholly unknown.
-    """
+def judged_words(query: str) -> list[str]:
+    """The words familiarity is judged on: tokens of two or more characters with a
+    letter in them, English function words left out (unless there is nothing else)."""
     words = [t for t in tokens(query) if len(t) >= 2 and any(c.isalpha() for c in t)]
-    content = [t for t in words if t not in STOPWORDS]
-    words = content or words  # a query of function words only is judged on them
+    return [t for t in words if t not in STOPWORDS] or words
+
+
+def _unknown_weight(word: str, vocabulary: frozenset[str]) -> float:
+    """0 for a word the corpus uses, half for one a typo away (the keyword rule: five or
+    more letters), 1 for a word it never uses."""
+    if word in vocabulary:
+        return 0.0
+    typo = (len(word) >= TYPO_MIN_CHARS and word.isalpha() and word.isascii()
+            and not edits1(word).isdisjoint(vocabulary))
+    return TYPO_PENALTY if typo else 1.0
+
+
+def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
+    """The share of the query's words this corpus has never seen, in [0, 1]
+    (:func:`judged_words`; a typo of a known word counts half). A query without such
+    words (digits and punctuation only) is wholly unknown.
+    """
+    words = judged_words(query)
     if not words:
         return 1.0
-    unknown = 0.0
-    for word in words:
-        if word in vocabulary:
-            continue
-        typo = (len(word) >= TYPO_MIN_CHARS and word.isalpha() and word.isascii()
-                and not edits1(word).isdisjoint(vocabulary))
-        unknown += TYPO_PENALTY if typo else 1.0
-    return unknown / len(words)
+    return sum(_unknown_weight(w, vocabulary) for w in words) / len(words)
+
+
+def unknown_words(query: str, vocabulary: frozenset[str]) -> list[str]:
+    """The query's words this corpus never uses (nor one typo away): what to rephrase
+    when a search lists little or nothing."""
+    if not vocabulary:
+        return []
+    return [w for w in judged_words(query) if _unknown_weight(w, vocabulary) == 1.0]
 
 
 def familiarity(query: str, vocabulary: frozenset[str],

@@ -14,7 +14,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Response
 
 from kg_fuse.limits import shown
-from kg_fuse.server import repository
+from kg_fuse.server import keywords, repository
 from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
 from kg_fuse.server.schemas import (
     ConceptDetailsResponse,
@@ -67,6 +67,7 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
         threshold_used=threshold,
         offset=body.offset,
         threshold_presets=graph.presets(),
+        unknown_words=keywords.unknown_words(body.query, graph.vocabulary),
     )
 
 

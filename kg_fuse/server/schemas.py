@@ -95,6 +95,9 @@ class SearchResponse(BaseModel):
     offset: int
     # ours: the intensity presets for the default in force ({"exact", "comprehensive"})
     threshold_presets: dict[str, float] | None = None
+    # ours: the query's words the corpus never uses (they lower its scores; a query of
+    # only such words matches nothing: docs/server.md, "Familiarity")
+    unknown_words: list[str] | None = None
 
 
 # -- concept details --------------------------------------------------------------------

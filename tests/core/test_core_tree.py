@@ -275,7 +275,23 @@ async def test_status_explains_an_empty_gibberish_directory(core: Core) -> None:
     assert status["effective threshold"].endswith("(server default)")
     assert "qwertyuiop" in status["filtered by"]
     assert "(fresh)" in status["fetched"]
-    assert "hint" not in status and "suggested threshold" not in status
+    assert "suggested threshold" not in status  # no lower threshold: it would be noise
+    # what it can say: the word is not the documents', so rephrasing is what helps
+    assert status["words the documents never use"] == "qwertyuiop"
+    assert status["hint"] == "rephrase the query in words the documents use"
+
+
+async def test_status_names_the_words_that_lower_a_query_s_scores(core: Core) -> None:
+    query = "compress data with gzip zyxwvut"
+    await core.fs.mkdir(query)
+    assert results(await core.fs.listdir(query))  # found, at lower scores
+    text = (await core.fs.read(f"{query}/.meta/status")).decode()
+    status = dict(line.split(": ", 1) for line in text.splitlines())
+    assert status["words the documents never use"] == "zyxwvut" and "hint" not in status
+    plain = "compress data with gzip"
+    await core.fs.mkdir(plain)
+    await core.fs.listdir(plain)
+    assert "never use" not in (await core.fs.read(f"{plain}/.meta/status")).decode()
 
 
 async def test_status_suggests_a_threshold_when_an_override_hides_everything(

@@ -249,6 +249,10 @@ def test_familiarity_discounts_queries_made_of_words_the_corpus_never_uses() -> 
     assert keywords.unknown_fraction("why is my zzyzx", vocab) == 1.0
     assert keywords.unknown_fraction("why me", vocab) == 1.0  # only function words
     assert keywords.familiarity("qwerty", frozenset()) == 1.0  # no corpus: no judgement
+    # the words named back to the user: wholly unknown ones, typos and stop words aside
+    assert keywords.unknown_words("why sort the pathnme qwerty", vocab) == ["qwerty"]
+    assert keywords.unknown_words("12345 !!!", vocab) == []
+    assert keywords.unknown_words("qwerty", frozenset()) == []
 
 
 def test_the_term_cache_gives_the_same_scores_without_touching_sqlite(store: Store) -> None:

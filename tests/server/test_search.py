@@ -39,8 +39,9 @@ def test_response_has_every_contract_field(http: httpx.Client) -> None:
     body = search(http, RELEVANT, limit=5)
     assert set(body) == {"query", "count", "results", "below_threshold_count",
                          "suggested_threshold", "top_match", "threshold_used", "offset",
-                         "threshold_presets"}  # the last is ours (an extra field)
+                         "threshold_presets", "unknown_words"}  # the last two: ours
     assert body["query"] == RELEVANT and body["offset"] == 0
+    assert body["unknown_words"] == []  # the corpus uses every word of it
     assert body["count"] == len(body["results"]) == 5
     for result in body["results"]:
         assert set(result) == RESULT_FIELDS
@@ -165,3 +166,12 @@ def test_request_log_says_whether_min_similarity_was_sent(kg_server: KGServer,
                          repr(query))
     assert parsed[1] == ("0.25", "0.25", str(explicit["count"]), repr(query))
     assert all("kg_fuse.server.requests" in line for line in lines[-2:])
+
+
+def test_a_search_names_the_words_the_corpus_never_uses(http: httpx.Client) -> None:
+    """What to rephrase: a query of such words alone lists nothing (familiarity)."""
+    body = search(http, "compress data with zyxwvut")
+    assert body["unknown_words"] == ["zyxwvut"] and body["results"]
+    alone = search(http, "zyxwvut qqqqq")
+    assert alone["unknown_words"] == ["zyxwvut", "qqqqq"] and alone["results"] == []
+    assert search(http, "compres data")["unknown_words"] == []  # a typo is not unknown

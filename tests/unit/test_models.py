@@ -50,6 +50,13 @@ def test_search_response_parses():
     )
 
 
+def test_unknown_words_are_ours_and_never_break_a_search():
+    assert SearchResponse.parse(search()).unknown_words == ()  # the platform sends none
+    assert SearchResponse.parse(search(unknown_words=["zyx"])).unknown_words == ("zyx",)
+    for odd in ("zyx", 3, {"a": 1}, [1, "zyx", None]):
+        assert SearchResponse.parse(search(unknown_words=odd)).unknown_words in ((), ("zyx",))
+
+
 def test_search_response_with_nothing_found_and_a_suggestion():
     resp = SearchResponse.parse(
         search(results=[], below_threshold_count=7, suggested_threshold=0.31,

@@ -20,4 +20,5 @@ fi
 echo "==> ruff"
 .venv/bin/ruff check .
 echo "==> pytest"
-exec .venv/bin/pytest "$@"
+# two workers (pytest-xdist): a module stays in one worker with its module-scoped servers
+exec .venv/bin/pytest -n "${KG_TEST_WORKERS:-2}" --dist loadfile "$@"

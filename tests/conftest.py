@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
 from tests.helpers.store import built_store  # noqa: E402
+from tests.helpers.zygote import Zygote  # noqa: E402
 
 STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"
 
@@ -26,6 +27,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the store before the first test that needs it, outside any test's timeout
     (a first build on a loaded machine takes minutes)."""
     if any("small_store" in getattr(item, "fixturenames", ()) for item in session.items):
+        Zygote.shared()  # starts importing the server's libraries meanwhile
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(f"the small test corpus's store: {STORE_CACHE} "

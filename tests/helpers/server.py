@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from tests.helpers.zygote import ForkedProcess, Zygote
+
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 20.0
 
@@ -55,7 +57,7 @@ class KGServer:
         self.corpus = corpus
         self.extra_env = dict(env or {})
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
         self._tokens: dict[str, str] = {}
         if seed is not None and not self.db_path.exists():
             self._backup(seed, self.db_path)
@@ -109,10 +111,19 @@ class KGServer:
 
     def start(self, timeout: float = START_TIMEOUT) -> KGServer:
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                self.argv(), env={**os.environ, **self.env, **self.extra_env},
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        env = {**os.environ, **self.env, **self.extra_env}
+        zygote = Zygote.shared()  # the same server, without importing torch again
+        self.process = None
+        if zygote is not None:
+            try:
+                self.process = zygote.spawn(self.argv(), env, str(self.log_path))
+            except (OSError, RuntimeError) as exc:
+                print(f"server zygote: {exc}; starting a fresh interpreter", file=sys.stderr)
+        if self.process is None:
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(self.argv(), env=env,
+                                                stdin=subprocess.DEVNULL, stdout=log,
+                                                stderr=log)
         self._tokens.clear()
         self.wait_healthy(timeout)
         if not self.pristine_path.exists():

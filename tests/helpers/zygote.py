@@ -1,0 +1,194 @@
+"""Server processes forked from one that has already imported the server's libraries.
+
+Importing torch, transformers and sentence-transformers costs every server start about
+ten seconds of CPU, and the suite starts some thirty servers. A zygote process, one per
+test process, imports those libraries once (none of kg-fuse's own modules: the server's
+code is imported, and reads its environment, in each child). A server start asks it to
+fork a child that runs exactly what ``python -m kg_fuse.server.commands ...`` runs
+(``kg_fuse.cli.main`` with the same arguments, environment, working directory and log
+file); the real server, its real store and model, only without the import.
+
+The child is made the test process's own child (it is forked by a short-lived
+intermediate while the test process is a child subreaper), so the test waits for it,
+signals it and reads its exit status exactly as for a ``subprocess.Popen``.
+
+``KG_TEST_ZYGOTE=0`` starts every server in a fresh interpreter instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+MODULE = "kg_fuse.server.commands"
+PRELOAD = ("numpy", "torch", "transformers", "sentence_transformers",
+           "transformers.models.bert.modeling_bert", "fastapi", "uvicorn", "anyio",
+           "httpx", "pydantic")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class ForkedProcess:
+    """The ``subprocess.Popen`` surface the test helpers use, for an adopted child."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+            time.sleep(0.02)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class Zygote:
+    """The test process's side: start the zygote once, then ask it for servers."""
+
+    _lock = threading.Lock()
+    _instance: Zygote | None = None
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._prctl = libc.prctl
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.helpers.zygote"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+        self._ready = False  # it imports while the test process goes on
+
+    def _wait_ready(self) -> None:
+        if not self._ready:
+            line = self._process.stdout.readline() if self._process.stdout else b""
+            if line.strip() != b"ready":
+                raise RuntimeError("the server zygote did not start")
+            self._ready = True
+
+    @classmethod
+    def shared(cls) -> Zygote | None:
+        """This process's zygote; None when disabled or it cannot run here."""
+        if os.environ.get("KG_TEST_ZYGOTE", "1") == "0" or not sys.platform.startswith("linux"):
+            return None
+        with cls._lock:
+            if cls._instance is None or cls._instance._process.poll() is not None:
+                try:
+                    cls._instance = cls()
+                except OSError:
+                    return None
+            return cls._instance
+
+    def spawn(self, argv: list[str], env: dict[str, str], log_path: str) -> ForkedProcess:
+        """A server child running ``argv`` (``python -m kg_fuse.server.commands ...``)."""
+        if argv[1:3] != ["-m", MODULE]:
+            raise ValueError(f"the zygote runs {MODULE} only")
+        request = json.dumps({"args": argv[3:], "env": env, "log": log_path,
+                              "cwd": os.getcwd()})
+        with self._lock:
+            assert self._process.stdin and self._process.stdout
+            self._wait_ready()
+            # orphans are adopted by the nearest subreaper: while this flag is set, the
+            # server the intermediate leaves behind becomes this process's child
+            self._prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            try:
+                self._process.stdin.write(request.encode() + b"\n")
+                self._process.stdin.flush()
+                reply = self._process.stdout.readline()
+            finally:
+                self._prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        if not reply.strip().isdigit():
+            raise RuntimeError(f"the server zygote failed: {reply!r}")
+        return ForkedProcess(int(reply))
+
+
+# -- the zygote process ---------------------------------------------------------------
+
+
+def _run_server(request: dict[str, Any]) -> None:
+    """In the forked child: become ``python -m kg_fuse.server.commands ARGS``."""
+    code: Any = 1
+    try:
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sys.argv = [MODULE, *request["args"]]
+        from kg_fuse.cli import main
+
+        code = main(request["args"])
+    except SystemExit as exc:
+        code = exc.code
+    except BaseException:  # noqa: BLE001 - the child must end here, whatever happened
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+def _serve() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    out = sys.stdout.buffer
+    out.write(b"ready\n")
+    out.flush()
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        read, write = os.pipe()
+        intermediate = os.fork()
+        if intermediate == 0:
+            os.close(read)
+            server = os.fork()
+            if server == 0:
+                os.close(write)
+                _run_server(request)
+            os.write(write, str(server).encode())
+            os._exit(0)
+        os.close(write)
+        pid = os.read(read, 32)
+        os.close(read)
+        os.waitpid(intermediate, 0)  # once it is gone, the server has been adopted
+        out.write(pid + b"\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()

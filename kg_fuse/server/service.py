@@ -225,16 +225,14 @@ class KnowledgeGraph:
 
         The documents reach the catalog (and the epoch moves) only after the index holds
         their concepts: a client that lists a new document finds its concepts too. A
-        concept another ontology already has (the same file copied there) joins this
-        ontology too.
+        concept another ontology has (the same file copied) joins this one too.
         """
         with self._write_lock:
             stored = content.write_documents(self.store, docs, created_by=created_by,
                                              published=False)
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
             before = self.index
-            self._add_to_index(embedded, touched=(c.id for d in stored.values()
-                                                  for c in d.concepts))
+            self._add_to_index(embedded, (c.id for d in stored.values() for c in d.concepts))
             if embedded:
                 content.link_similar(self.store, self.index, embedded)
             outcome = IngestOutcome(len(embedded), duplicates.find(

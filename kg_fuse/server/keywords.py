@@ -155,7 +155,8 @@ def unknown_words(query: str, vocabulary: frozenset[str]) -> list[str]:
     when a search lists little or nothing."""
     if not vocabulary:
         return []
-    return [w for w in judged_words(query) if _unknown_weight(w, vocabulary) == 1.0]
+    return [w for w in dict.fromkeys(judged_words(query))
+            if _unknown_weight(w, vocabulary) == 1.0]
 
 
 def familiarity(query: str, vocabulary: frozenset[str],

@@ -252,6 +252,7 @@ def test_familiarity_discounts_queries_made_of_words_the_corpus_never_uses() -> 
     # the words named back to the user: wholly unknown ones, typos and stop words aside
     assert keywords.unknown_words("why sort the pathnme qwerty", vocab) == ["qwerty"]
     assert keywords.unknown_words("12345 !!!", vocab) == []
+    assert keywords.unknown_words("qwerty sort QWERTY", vocab) == ["qwerty"]  # once
     assert keywords.unknown_words("qwerty", frozenset()) == []
 
 

@@ -166,3 +166,27 @@ def test_unmount_of_a_busy_mount_says_why_in_one_line(mounted: Mount) -> None:
     finally:
         inside.kill()
         inside.wait()
+
+
+def test_the_same_file_copied_into_a_second_ontology_is_ingested_there(
+        recipes: Mount, recipes_server, tmp_path) -> None:
+    source = tmp_path / "notes.md"
+    source.write_text(NOTES)
+    shutil.copy(source, recipes.path("ontology", "Recipes", "ingest"))
+    wait_for(lambda: "notes.md" in os.listdir(recipes.path("ontology", "Recipes", "documents")),
+             what="the first ingest")
+    recipes.path("ontology", "Baking").mkdir()
+    try:
+        ingest = recipes.path("ontology", "Baking", "ingest")
+        shutil.copy(source, ingest)
+        wait_for(lambda: not os.listdir(ingest), what="the second job to finish")  # no dup
+        documents = recipes.path("ontology", "Baking", "documents")
+        wait_for(lambda: "notes.md" in os.listdir(documents), what="the copy listed")
+        assert (documents / "notes.md").read_text() == NOTES
+        scoped = recipes.path("ontology", "Baking", "feed the starter")
+        scoped.mkdir()
+        assert results(scoped)
+        assert "notes.md" in os.listdir(recipes.path("ontology", "Recipes", "documents"))
+    finally:
+        admin = ServerAdmin(recipes_server)
+        assert admin.http.delete("/ontology/Baking").status_code == 200

@@ -10,10 +10,9 @@ import argparse
 import os
 import sys
 import textwrap
-from importlib import metadata
 from typing import NoReturn
 
-from kg_fuse import errors
+from kg_fuse import errors, version
 from kg_fuse.errors import CommandError
 
 SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "torch", "sentence_transformers",
@@ -51,11 +50,16 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(errors.USAGE)
 
 
-def version() -> str:
-    try:
-        return metadata.version("kg-fuse")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+class VersionAction(argparse.Action):
+    """``--version``, reading the version only when asked for it."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 help: str = "show the version and exit") -> None:  # noqa: A002 - argparse's name
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:  # type: ignore[no-untyped-def]
+        print(f"kg-fuse {version()}")
+        raise SystemExit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Quick start:  kg-fuse server start && kg-fuse mount ~/kg\n"
                     "Stop:         kg-fuse unmount ~/kg && kg-fuse server stop",
         epilog=errors.EXIT_CODES_HELP + ".  'kg-fuse COMMAND --help' explains each command.")
-    parser.add_argument("--version", action="version", version=f"kg-fuse {version()}")
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        title="commands")
     fs_commands.register(subparsers)

@@ -11,6 +11,7 @@ MAX_BODY_BYTES = 1 * MIB  # any other request body
 MULTIPART_OVERHEAD = 64 * 1024  # form fields and boundaries around an uploaded file
 MAX_QUERY_CHARS = 10_000  # a search's text (the model reads 256 tokens of it)
 MAX_NAME_CHARS = 1_000  # an ontology's name, a catalog filter
+DEFAULT_LIMIT = 50  # results a query directory lists when its .meta/limit is unset
 LOG_PREFIX_CHARS = 200  # of any client-supplied value written to a log
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from kg_fuse.eval import sets
-from kg_fuse.fs.queries import DEFAULT_LIMIT
+from kg_fuse.limits import DEFAULT_LIMIT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

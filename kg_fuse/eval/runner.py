@@ -20,7 +20,7 @@ import trio
 from kg_fuse.client import KgApiClient, SearchRequest
 from kg_fuse.client.api import PAGE_SIZE_MAX
 from kg_fuse.eval.sets import QuerySet, RelevantQuery
-from kg_fuse.fs.queries import DEFAULT_LIMIT
+from kg_fuse.limits import DEFAULT_LIMIT
 
 RANK_DEPTH = 200
 CONCURRENCY = 2

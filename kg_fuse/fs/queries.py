@@ -23,6 +23,7 @@ import tomli_w
 
 from kg_fuse.client.models import threshold_presets
 from kg_fuse.fs.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
+from kg_fuse.limits import DEFAULT_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,6 @@ def now_iso() -> str:
 
 
 ONTOLOGY_DIR = "ontology"
-DEFAULT_LIMIT = 50
 
 QueryPath = tuple[str, ...]
 

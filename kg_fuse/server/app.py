@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from kg_fuse import version
 from kg_fuse.server import (
     limits,
     routes_admin,
@@ -24,13 +24,6 @@ from kg_fuse.server.repository import NotFound
 from kg_fuse.server.service import KnowledgeGraph
 
 log = logging.getLogger(__name__)
-
-
-def _version() -> str:
-    try:
-        return version("kg-fuse")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 async def _not_found(_request: Request, exc: Exception) -> JSONResponse:
@@ -52,7 +45,7 @@ def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
         async with jobs.running():
             yield
 
-    app = FastAPI(title="kg-fuse embedded knowledge-graph server", version=_version(),
+    app = FastAPI(title="kg-fuse embedded knowledge-graph server", version=version(),
                   redirect_slashes=False, lifespan=lifespan)
     ctx = AppContext(graph=graph, token_ttl=token_ttl, jobs=jobs)
     app.state.ctx = ctx

@@ -162,6 +162,25 @@ def test_the_filesystem_does_not_import_the_server_stack() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_help_and_version_start_without_the_client_stack() -> None:
+    """``kg-fuse --help`` and argument errors answer at once: building the
+    parser imports neither the HTTP client, trio, pyfuse3 nor the package metadata (together
+    they took 0.45 s of every command's start)."""
+    code = (
+        "import sys, contextlib, io\n"
+        "import kg_fuse.cli\n"
+        "parser = kg_fuse.cli.build_parser()\n"
+        "for argv in (['--help'], ['eval', '--help'], ['mount', '--help'], ['status']):\n"
+        "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "        parser.parse_args(argv)\n"
+        "slow = {'httpx', 'trio', 'pyfuse3', 'email'}\n"
+        "print(sorted(slow & {m.split('.')[0] for m in sys.modules}))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
+
+
 def test_server_command_without_the_server_extra(home: tuple[dict[str, str], Path]) -> None:
     """Simulate a filesystem-only install: the server's packages cannot be imported."""
     env, cwd = home

@@ -12,7 +12,7 @@ import pyfuse3
 import pytest
 import yaml
 
-from kg_fuse.fs.queries import DEFAULT_LIMIT
+from kg_fuse.limits import DEFAULT_LIMIT
 from tests.helpers.core import Core
 from tests.helpers.driver import CTX
 

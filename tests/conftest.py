@@ -35,6 +35,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         built_store(STORE_CACHE)
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: only with -n
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Longest module first (``tests.helpers.schedule``), when ``--dist loadfile``."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from tests.helpers.schedule import LongestFirst
+
+    return LongestFirst(config, log)
+
+
 @pytest.fixture(scope="session")
 def small_store() -> Path:
     """A built, calibrated store of ``SMALL_TEST_MODULES`` (``kg-fuse index``), made once

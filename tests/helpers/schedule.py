@@ -1,0 +1,66 @@
+"""How the suite's modules are shared among pytest-xdist workers: longest first.
+
+``--dist loadfile`` keeps a module (and its module-scoped servers and mounts) in one
+worker and hands modules out in order of their number of tests. Our long modules are
+not the ones with many tests, so a worker could start a 30-second module while the
+other had nothing left to do. Here the longest module waiting goes to the next free
+worker (longest-processing-time-first), by the seconds each took in a clean-clone run;
+the modules not in the table (all short) follow, most tests first. The order changes only
+the suite's wall time, never what runs.
+
+The kernel-free modules share one unit: each worker that runs one loads the model in
+process, so they run in one worker, once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdist.scheduler import LoadFileScheduling
+
+CORE_UNIT = "tests/core/"
+SECONDS_PER_TEST = 0.01  # a module the table does not know: after every one it knows
+
+# Seconds per module (with its fixtures) in a clean-clone run, two workers; modules of
+# over 10 s. Refresh when a module grows: `pytest --durations=0` sums per module.
+MODULE_SECONDS = {
+    "tests/robustness/test_faults.py": 54,
+    CORE_UNIT: 38,
+    "tests/robustness/test_kill.py": 33,
+    "tests/readme/test_readme_blocks.py": 30,
+    "tests/robustness/test_kernel_invalidation.py": 30,
+    "tests/robustness/test_stateful.py": 30,
+    "tests/server/test_fuzz_openapi.py": 29,
+    "tests/fs/test_mount_hostile.py": 25,
+    "tests/fs/test_mount_links_ingest.py": 24,
+    "tests/robustness/test_kernel_caches.py": 18,
+    "tests/fs/test_mount_first_hour.py": 18,
+    "tests/fs/test_mount_transactions.py": 17,
+    "tests/fs/test_mount_threshold.py": 17,
+    "tests/server/test_corpus.py": 15,
+    "tests/server/test_scan.py": 15,
+    "tests/fs/test_mount_floor.py": 14,
+    "tests/server/test_graph_updates.py": 13,
+    "tests/server/test_lifecycle.py": 13,
+    "tests/robustness/test_mount_lifecycle.py": 13,
+    "tests/robustness/test_server_outages.py": 13,
+    "tests/robustness/test_concurrency.py": 12,
+    "tests/cli/test_cli_errors.py": 10,
+}
+
+
+class LongestFirst(LoadFileScheduling):
+    """``--dist loadfile``, handing out the longest waiting module first."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.startswith(CORE_UNIT):
+            return CORE_UNIT
+        return super()._split_scope(nodeid)
+
+    def _seconds(self, scope: str) -> float:
+        return MODULE_SECONDS.get(scope, SECONDS_PER_TEST * len(self.workqueue[scope]))
+
+    def _assign_work_unit(self, node: Any) -> None:
+        longest = max(self.workqueue, key=self._seconds)
+        self.workqueue.move_to_end(longest, last=False)  # the base class pops the first
+        super()._assign_work_unit(node)

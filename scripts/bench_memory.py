@@ -34,9 +34,7 @@ from bench import WORDS, drop_caches, inode_table, rss_kib, settle, table  # noq
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.mount import Mount, fuse_available  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
-from tests.helpers.store import built_store  # noqa: E402
-
-STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"  # the test suite's built store
+from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
 
 
 def settled_rss(pid: int, seconds: float = 2.0) -> int:

@@ -6,6 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# Python writes its bytecode caches (ignored by git) even where the environment says not
+# to: otherwise every worker, mount and server of the suite compiles kg-fuse and the test
+# plugins anew (collection alone took 10 s instead of 5 per worker).
+unset PYTHONDONTWRITEBYTECODE
+# The small test corpus's store (tests/helpers/store.py), built in the background while
+# the platform client installs: the suite would otherwise wait for it (half a minute on a
+# clean clone). Already built, this only checks; pytest waits for a build under way.
+.venv/bin/python -m tests.helpers.store >/dev/null 2>&1 &
 # The platform's own FUSE client, to check that it works against our server
 # (tests/fs/test_upstream_client.py). It has our distribution name, so it gets its own
 # environment; without a package index the install fails and that one test is skipped.
@@ -17,10 +25,6 @@ if [ -z "${KG_FUSE_UPSTREAM:-}" ]; then
         echo "warning: the platform client kg-fuse==0.14.0 could not be installed: its test is skipped" >&2
     fi
 fi
-# Python writes its bytecode caches (ignored by git) even where the environment says not
-# to: otherwise every worker, mount and server of the suite compiles kg-fuse and the test
-# plugins anew (collection alone took 10 s instead of 5 per worker).
-unset PYTHONDONTWRITEBYTECODE
 echo "==> ruff"
 .venv/bin/ruff check .
 echo "==> pytest"

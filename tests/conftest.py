@@ -17,10 +17,8 @@ if str(ROOT) not in sys.path:
 
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
-from tests.helpers.store import built_store  # noqa: E402
+from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
 from tests.helpers.zygote import Zygote  # noqa: E402
-
-STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

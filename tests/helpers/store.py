@@ -9,7 +9,8 @@ the in-process app start from a copy (``copy_store``), which they only need to c
 The cache is keyed by everything the store is made from (the server's code and corpus
 readers, the module list, the model package, Python's version and the standard library
 it reads), so a change to any of them builds a new one. A lock file lets parallel
-sessions share a build.
+sessions share a build. ``python -m tests.helpers.store`` builds the suite's store ahead
+of the suite (``scripts/test.sh`` runs it while the platform client installs).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from pathlib import Path
 import kg_fuse
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 
+ROOT = Path(__file__).resolve().parents[2]
+STORE_CACHE = ROOT / ".pytest_cache" / "kg-test-store"  # the suite's built stores
 BUILD_TIMEOUT = 1800.0  # seconds: a cold build on a loaded two-core machine
 STORE_NAME = "kg.sqlite3"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -108,3 +111,7 @@ def copy_store(source: Path, target: Path) -> Path:
         src.close()
         dst.close()
     return target
+
+
+if __name__ == "__main__":
+    print(built_store(STORE_CACHE))

@@ -131,11 +131,11 @@ def cmd_mount(args: argparse.Namespace) -> int:
     )
     try:
         run_mount(options)
-    except StoreCorrupt as exc:
-        log.error("%s", exc)
-        return 1
-    except RuntimeError as exc:  # pyfuse3.init failing: not a mountpoint, no /dev/fuse...
-        log.error("cannot mount %s: %s", mountpoint, exc)
+    except (StoreCorrupt, RuntimeError) as exc:  # RuntimeError: pyfuse3.init failing
+        reason = str(exc) if isinstance(exc, StoreCorrupt) else f"cannot mount {mountpoint}: {exc}"
+        log.error("%s", reason)
+        if args.log_file is not None:  # the log is a file: the terminal hears it too
+            raise CommandError(reason, hint=f"see {args.log_file}") from None
         return 1
     return 0
 

@@ -1,8 +1,10 @@
 """A real kg-fuse mount in a subprocess, for tests.
 
-The filesystem runs as ``kg-fuse mount --foreground`` with its log in a file; the test
-process touches the mountpoint from outside, as a user would. Unmounting checks the exit
-status, and the log is checked for tracebacks and unexpected errors.
+The filesystem runs as ``kg-fuse mount --foreground`` with its log in a file (forked
+from the mount zygote, ``tests.helpers.zygote``, which has imported its libraries); the
+test process touches the mountpoint from outside, as a user would. Unmounting checks the
+exit status, and the log and standard error are checked for tracebacks and unexpected
+errors.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from tests.helpers.zygote import ForkedProcess, Zygote
+
 MOUNT_TIMEOUT = 30.0
 EXIT_TIMEOUT = 10.0
 
@@ -25,6 +29,13 @@ BAD_LOG_LINE = re.compile(r"Traceback|\b(ERROR|CRITICAL|WARNING)\b")
 # libfuse reports it when the kernel no longer waits for a reply (the caller of an
 # asynchronous RELEASE is gone); nothing is lost, the file is closed either way.
 ALWAYS_ALLOWED = [r"fuse_release\(\): fuse_reply_\* failed with No such file or directory"]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def fuse_available() -> bool:
@@ -38,21 +49,30 @@ class Mount:
         self.env = env
         self.log_path = log_path
         self.extra_args = list(extra_args)
-        self.process: subprocess.Popen[bytes] | None = None
+        self.stderr_path = log_path.with_name(log_path.name + ".stderr")
+        self.process: subprocess.Popen[bytes] | ForkedProcess | None = None
         self.returncode: int | None = None
 
     def start(self) -> Mount:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(self.mountpoint),
                 "--foreground", "--log-file", str(self.log_path), *self.extra_args]
-        self.process = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        zygote = Zygote.shared("mount")
+        self.process = None
+        if zygote is not None:
+            try:
+                self.process = zygote.spawn(argv, self.env, os.devnull, str(self.stderr_path))
+            except (OSError, RuntimeError) as exc:
+                print(f"mount zygote: {exc}; starting a fresh interpreter", file=sys.stderr)
+        if self.process is None:
+            with open(self.stderr_path, "ab") as stderr:
+                self.process = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not os.path.ismount(self.mountpoint):
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode() if self.process.stderr else ""
-                raise RuntimeError(f"kg-fuse exited with {self.process.returncode}: {err}"
-                                   f"\n{self.log_text()}")
+                raise RuntimeError(f"kg-fuse exited with {self.process.returncode}: "
+                                   f"{self.stderr_text()}\n{self.log_text()}")
             if time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError(f"kg-fuse did not mount in time\n{self.log_text()}")
@@ -63,10 +83,11 @@ class Mount:
         return self.mountpoint.joinpath(*parts)
 
     def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return _read(self.log_path)
+
+    def stderr_text(self) -> str:
+        """What the daemon wrote to its standard error (nothing, when all is well)."""
+        return _read(self.stderr_path)
 
     def unmount(self) -> int:
         """``fusermount3 -u`` and wait for the daemon; returns its exit status."""
@@ -99,6 +120,6 @@ class Mount:
     def unexpected_log_lines(self, allowed: Iterable[str] = ()) -> list[str]:
         patterns = [re.compile(a) for a in [*ALWAYS_ALLOWED, *allowed]]
         return [
-            line for line in self.log_text().splitlines()
+            line for line in "\n".join((self.log_text(), self.stderr_text())).splitlines()
             if BAD_LOG_LINE.search(line) and not any(p.search(line) for p in patterns)
         ]

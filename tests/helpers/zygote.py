@@ -1,18 +1,19 @@
-"""Server processes forked from one that has already imported the server's libraries.
+"""Servers and mounts forked from processes that have already imported their libraries.
 
 Importing torch, transformers and sentence-transformers costs every server start about
-ten seconds of CPU, and the suite starts some thirty servers. A zygote process, one per
-test process, imports those libraries once (none of kg-fuse's own modules: the server's
-code is imported, and reads its environment, in each child). A server start asks it to
-fork a child that runs exactly what ``python -m kg_fuse.server.commands ...`` runs
-(``kg_fuse.cli.main`` with the same arguments, environment, working directory and log
-file); the real server, its real store and model, only without the import.
+ten seconds of CPU, and the suite starts some thirty servers; importing pyfuse3, trio and
+httpx costs every mount about half a second, and the suite mounts some two hundred times.
+A zygote process, one per kind and test process, imports that kind's libraries once
+(none of kg-fuse's own modules: kg-fuse is imported, and reads its environment, in each
+child). A start asks it to fork a child that runs exactly what ``python -m MODULE ...``
+runs (``kg_fuse.cli.main`` with the same arguments, environment, working directory and
+output files); the real server or mount, only without the import.
 
 The child is made the test process's own child (it is forked by a short-lived
 intermediate while the test process is a child subreaper), so the test waits for it,
 signals it and reads its exit status exactly as for a ``subprocess.Popen``.
 
-``KG_TEST_ZYGOTE=0`` starts every server in a fresh interpreter instead.
+``KG_TEST_ZYGOTE=0`` starts every server and mount in a fresh interpreter instead.
 """
 
 from __future__ import annotations
@@ -27,10 +28,15 @@ import threading
 import time
 from typing import Any
 
-MODULE = "kg_fuse.server.commands"
-PRELOAD = ("numpy", "torch", "transformers", "sentence_transformers",
-           "transformers.models.bert.modeling_bert", "fastapi", "uvicorn", "anyio",
-           "httpx", "pydantic")
+# kind -> (the module its children run as ``python -m``, the libraries it imports first)
+KINDS = {
+    "server": ("kg_fuse.server.commands",
+               ("numpy", "torch", "transformers", "sentence_transformers",
+                "transformers.models.bert.modeling_bert", "fastapi", "uvicorn", "anyio",
+                "httpx", "pydantic")),
+    "mount": ("kg_fuse.cli", ("pyfuse3", "trio", "httpx", "cachetools", "tenacity",
+                              "platformdirs", "tomli_w")),
+}
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -69,16 +75,20 @@ class ForkedProcess:
 
 
 class Zygote:
-    """The test process's side: start the zygote once, then ask it for servers."""
+    """The test process's side: start a kind's zygote once, then ask it for children."""
 
-    _lock = threading.Lock()
-    _instance: Zygote | None = None
+    _instances: dict[str, Zygote] = {}
+    _instances_lock = threading.Lock()
+    _adopt_lock = threading.Lock()  # the subreaper flag belongs to the whole process
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.module = KINDS[kind][0]
+        self._lock = threading.Lock()
         libc = ctypes.CDLL(None, use_errno=True)
         self._prctl = libc.prctl
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "tests.helpers.zygote"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "tests.helpers.zygote", kind], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
             env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
@@ -88,64 +98,68 @@ class Zygote:
         if not self._ready:
             line = self._process.stdout.readline() if self._process.stdout else b""
             if line.strip() != b"ready":
-                raise RuntimeError("the server zygote did not start")
+                raise RuntimeError(f"the {self.kind} zygote did not start")
             self._ready = True
 
     @classmethod
-    def shared(cls) -> Zygote | None:
-        """This process's zygote; None when disabled or it cannot run here."""
+    def shared(cls, kind: str = "server") -> Zygote | None:
+        """This process's zygote of ``kind``; None when disabled or it cannot run here."""
         if os.environ.get("KG_TEST_ZYGOTE", "1") == "0" or not sys.platform.startswith("linux"):
             return None
-        with cls._lock:
-            if cls._instance is None or cls._instance._process.poll() is not None:
+        with cls._instances_lock:
+            zygote = cls._instances.get(kind)
+            if zygote is None or zygote._process.poll() is not None:
                 try:
-                    cls._instance = cls()
+                    zygote = cls._instances[kind] = cls(kind)
                 except OSError:
                     return None
-            return cls._instance
+            return zygote
 
-    def spawn(self, argv: list[str], env: dict[str, str], log_path: str) -> ForkedProcess:
-        """A server child running ``argv`` (``python -m kg_fuse.server.commands ...``)."""
-        if argv[1:3] != ["-m", MODULE]:
-            raise ValueError(f"the zygote runs {MODULE} only")
-        request = json.dumps({"args": argv[3:], "env": env, "log": log_path,
-                              "cwd": os.getcwd()})
+    def spawn(self, argv: list[str], env: dict[str, str], stdout: str,
+              stderr: str | None = None) -> ForkedProcess:
+        """A child running ``argv`` (``python -m MODULE ...``), its output appended to
+        the files ``stdout`` and ``stderr`` (the same file when ``stderr`` is None)."""
+        if argv[1:3] != ["-m", self.module]:
+            raise ValueError(f"the {self.kind} zygote runs {self.module} only")
+        request = json.dumps({"args": argv[3:], "env": env, "stdout": stdout,
+                              "stderr": stderr or stdout, "cwd": os.getcwd()})
         with self._lock:
             assert self._process.stdin and self._process.stdout
             self._wait_ready()
             # orphans are adopted by the nearest subreaper: while this flag is set, the
-            # server the intermediate leaves behind becomes this process's child
-            self._prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-            try:
-                self._process.stdin.write(request.encode() + b"\n")
-                self._process.stdin.flush()
-                reply = self._process.stdout.readline()
-            finally:
-                self._prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+            # child the intermediate leaves behind becomes this process's child
+            with Zygote._adopt_lock:
+                self._prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+                try:
+                    self._process.stdin.write(request.encode() + b"\n")
+                    self._process.stdin.flush()
+                    reply = self._process.stdout.readline()
+                finally:
+                    self._prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
         if not reply.strip().isdigit():
-            raise RuntimeError(f"the server zygote failed: {reply!r}")
+            raise RuntimeError(f"the {self.kind} zygote failed: {reply!r}")
         return ForkedProcess(int(reply))
 
 
 # -- the zygote process ---------------------------------------------------------------
 
 
-def _run_server(request: dict[str, Any]) -> None:
-    """In the forked child: become ``python -m kg_fuse.server.commands ARGS``."""
+def _run_child(module: str, request: dict[str, Any]) -> None:
+    """In the forked child: become ``python -m MODULE ARGS``."""
     code: Any = 1
     try:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(log)
         os.close(null)
+        for fd, key in ((1, "stdout"), (2, "stderr")):
+            out = os.open(request[key], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(out, fd)
+            os.close(out)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sys.argv = [MODULE, *request["args"]]
+        sys.argv = [module, *request["args"]]
         from kg_fuse.cli import main
 
         code = main(request["args"])
@@ -162,10 +176,11 @@ def _run_server(request: dict[str, Any]) -> None:
         os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
-def _serve() -> None:
+def _serve(kind: str) -> None:
     import importlib
 
-    for name in PRELOAD:
+    module, preload = KINDS[kind]
+    for name in preload:
         importlib.import_module(name)
     out = sys.stdout.buffer
     out.write(b"ready\n")
@@ -176,19 +191,19 @@ def _serve() -> None:
         intermediate = os.fork()
         if intermediate == 0:
             os.close(read)
-            server = os.fork()
-            if server == 0:
+            child = os.fork()
+            if child == 0:
                 os.close(write)
-                _run_server(request)
-            os.write(write, str(server).encode())
+                _run_child(module, request)
+            os.write(write, str(child).encode())
             os._exit(0)
         os.close(write)
         pid = os.read(read, 32)
         os.close(read)
-        os.waitpid(intermediate, 0)  # once it is gone, the server has been adopted
+        os.waitpid(intermediate, 0)  # once it is gone, the child has been adopted
         out.write(pid + b"\n")
         out.flush()
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(sys.argv[1])

@@ -267,6 +267,7 @@ def test_a_corrupt_store_is_kept_aside_and_the_mount_refuses_to_start(
     assert len(kept) == 1, kept
     assert kept[0].read_bytes() == garbage
     assert str(kept[0]) in mount.log_text()
+    assert str(kept[0]) in mount.stderr_text()  # the terminal says so too
 
     # without --foreground: the command fails and prints the reason, naming the file
     store.write_bytes(garbage)

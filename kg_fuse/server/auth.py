@@ -68,7 +68,7 @@ def _hash_token(token: str) -> str:
 def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
     """A new client with a random id and secret; returns both in plain text once."""
     client_id = f"kgfuse-{role}-{secrets.token_hex(6)}"
-    secret = secrets.token_urlsafe(32)
+    secret = secrets.token_hex(32)  # no "-" to read as an option on a command line
     salt = secrets.token_hex(16)
     with store.transaction() as conn:
         conn.execute(

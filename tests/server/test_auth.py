@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import httpx
 import pytest
 
+from kg_fuse.server.auth import create_client
+from kg_fuse.server.store import Store
 from tests.helpers.server import KGServer
 
 THRESHOLD = "/admin/config/search-threshold"
@@ -122,3 +125,16 @@ def test_credentials_file_is_private_and_complete(kg_server: KGServer) -> None:
     # only hashes in the store: the plain secret appears nowhere in the database file
     raw = kg_server.db_path.read_bytes()
     assert creds["user"]["client_secret"].encode() not in raw
+
+
+def test_secrets_pass_as_command_line_arguments(tmp_path: Path) -> None:
+    """A secret is pasted after ``--client-secret`` (the platform's own client takes it
+    so): one starting with "-" is read as an option and the mount refuses to start.
+    Every secret is letters and digits only."""
+    store = Store(tmp_path / "kg.sqlite3")
+    try:
+        made = [create_client(store, "user", False)[1] for _ in range(100)]
+    finally:
+        store.close()
+    assert all(secret.isalnum() and len(secret) >= 43 for secret in made), made
+    assert len(set(made)) == len(made)

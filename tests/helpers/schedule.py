@@ -21,31 +21,27 @@ from xdist.scheduler import LoadFileScheduling
 CORE_UNIT = "tests/core/"
 SECONDS_PER_TEST = 0.01  # a module the table does not know: after every one it knows
 
-# Seconds per module (with its fixtures) in a clean-clone run, two workers; modules of
-# over 10 s. Refresh when a module grows: `pytest --durations=0` sums per module.
+# Seconds per module (with its fixtures) in clean-clone runs, two workers; modules of
+# 8 s or more. Refresh when a module grows: `pytest --durations=0` sums per module.
 MODULE_SECONDS = {
-    "tests/robustness/test_faults.py": 54,
-    CORE_UNIT: 38,
-    "tests/robustness/test_kill.py": 33,
-    "tests/readme/test_readme_blocks.py": 30,
-    "tests/robustness/test_kernel_invalidation.py": 30,
-    "tests/robustness/test_stateful.py": 30,
-    "tests/server/test_fuzz_openapi.py": 29,
-    "tests/fs/test_mount_hostile.py": 25,
-    "tests/fs/test_mount_links_ingest.py": 24,
-    "tests/robustness/test_kernel_caches.py": 18,
-    "tests/fs/test_mount_first_hour.py": 18,
-    "tests/fs/test_mount_transactions.py": 17,
-    "tests/fs/test_mount_threshold.py": 17,
-    "tests/server/test_corpus.py": 15,
-    "tests/server/test_scan.py": 15,
-    "tests/fs/test_mount_floor.py": 14,
-    "tests/server/test_graph_updates.py": 13,
-    "tests/server/test_lifecycle.py": 13,
-    "tests/robustness/test_mount_lifecycle.py": 13,
-    "tests/robustness/test_server_outages.py": 13,
-    "tests/robustness/test_concurrency.py": 12,
-    "tests/cli/test_cli_errors.py": 10,
+    "tests/robustness/test_faults.py": 50,
+    CORE_UNIT: 29,
+    "tests/robustness/test_stateful.py": 27,
+    "tests/readme/test_readme_blocks.py": 26,
+    "tests/server/test_fuzz_openapi.py": 25,
+    "tests/robustness/test_kernel_invalidation.py": 22,
+    "tests/robustness/test_kill.py": 18,
+    "tests/fs/test_mount_links_ingest.py": 17,
+    "tests/server/test_graph_updates.py": 15,
+    "tests/server/test_corpus.py": 14,
+    "tests/fs/test_mount_hostile.py": 14,
+    "tests/server/test_lifecycle.py": 14,
+    "tests/fs/test_mount_first_hour.py": 13,
+    "tests/robustness/test_kernel_caches.py": 13,
+    "tests/server/test_scan.py": 12,
+    "tests/robustness/test_server_outages.py": 11,
+    "tests/robustness/test_mount_lifecycle.py": 9,
+    "tests/fs/test_mount_floor.py": 9,
 }
 
 

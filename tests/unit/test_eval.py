@@ -29,12 +29,28 @@ def test_shipped_sets_have_the_promised_size_and_shapes() -> None:
         "square root of a number"]
 
 
-@pytest.mark.parametrize("name", ["kitchen", "kitchen-words"])
+@pytest.mark.parametrize("name", ["kitchen", "kitchen-words", "kitchen-home",
+                                  "kitchen-home-heldout"])
 def test_kitchen_expectations_name_real_sections(name: str) -> None:
     labels = {c.label for d in read_folder(sets.CORPORA_DIR / "kitchen") for c in d.concepts}
     assert 30 <= len(labels) <= 80
     for query in sets.load(name).relevant:
         assert set(query.expect) <= labels, query.text
+
+
+def test_everyday_sets_are_short_queries_with_a_held_out_half() -> None:
+    for name in ("stdlib-everyday", "kitchen-home", "manpages-everyday"):
+        dev, held = sets.load(name), sets.load(f"{name}-heldout")
+        assert len(dev.relevant) >= 20 and len(held.relevant) >= 20
+        texts = [q.text for q in dev.relevant + held.relevant]
+        assert len(set(texts)) == len(texts)  # no query in both halves
+        assert all(1 <= len(t.split()) <= 3 for t in texts)
+    total = sum(len(sets.load(n).relevant) for n in ("stdlib-everyday",
+                                                      "stdlib-everyday-heldout"))
+    assert total >= 60
+    shared = sets.load("stdlib").gibberish
+    for token_shaped in ("-ss", "xxx", "foo_bar_baz", "ab-cd-ef", "purple tuesday ladder"):
+        assert token_shaped in shared
 
 
 def test_a_set_file_by_path_and_clear_errors(tmp_path: Path) -> None:

@@ -6,10 +6,11 @@ keywords, scan, near-miss hint) on a built store, against references in the same
 
 Variants, interleaved query by query so a shared machine's load hits all alike:
 
-- ``vector only``: the search before hybrid retrieval (no keyword scores, no
-  familiarity factor): the reference;
+- ``vector only``: the search before hybrid retrieval (no keyword scores, no reading
+  of the query's words, no familiarity factor): the reference;
 - ``hybrid, no term cache``: keyword lookups in SQLite on every query;
-- ``hybrid (this build)``: as the server runs now, for a query text it has not seen;
+- ``hybrid (this build)``: as the server runs now (the query's words read through word
+  forms and WordNet, keywords, familiarity), for a query text it has not seen;
 - ``hybrid, query seen before``: the same with the server's per-query cache warm.
 
 Except in the last variant, the per-query cache (vector with its embedding, keyword rows)
@@ -33,6 +34,7 @@ from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.generations import GenerationCache
 from kg_fuse.server.service import KnowledgeGraph
 from kg_fuse.server.store import Store
+from kg_fuse.server.understand import QueryReading
 
 
 class Forgetful(dict):
@@ -55,28 +57,32 @@ def main() -> int:
         qset = sets.load(name)
         queries += [q.text for q in qset.relevant] + qset.gibberish
     queries = list(dict.fromkeys(queries))
-    hybrid_keywords = graph.keyword_scores
-    hybrid_vector = graph.query_vector
+    hybrid_keywords, hybrid_read = graph.keyword_scores, graph.read
 
-    def uncached(query: str, index: object) -> dict[str, float]:
+    def uncached(reading: QueryReading, index: object) -> keywords.KeywordMatch:
         cache = keywords.TermCache()
         cache.counts, cache.rows = Forgetful(), Forgetful()
         with graph.store.locked() as conn:
-            return keywords.keyword_scores(conn, query, len(graph.index), graph.vocabulary,
-                                           cache=cache)
+            return keywords.keyword_scores(conn, reading, len(graph.index), cache=cache)
 
-    variants = {  # name: (keyword scores, query vector, keep the per-query cache)
-        "vector only (before hybrid)": (lambda q, i: {}, lambda q, v: v, False),
-        "hybrid, no term cache": (uncached, hybrid_vector, False),
-        "hybrid (this build)": (hybrid_keywords, hybrid_vector, False),
-        "hybrid, query seen before": (hybrid_keywords, hybrid_vector, True),
+    def unread(query: str) -> QueryReading:  # no reading: the query embedded as typed
+        return QueryReading((), judged=False)
+
+    def no_keywords(reading: QueryReading, index: object) -> keywords.KeywordMatch:
+        return keywords.KeywordMatch({}, {})
+
+    variants = {  # name: (keyword scores, query reading, keep the per-query cache)
+        "vector only (before hybrid)": (no_keywords, unread, False),
+        "hybrid, no term cache": (uncached, hybrid_read, False),
+        "hybrid (this build)": (hybrid_keywords, hybrid_read, False),
+        "hybrid, query seen before": (hybrid_keywords, hybrid_read, True),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     graph.embedder.encode(queries[:8])  # warm up
     for _ in range(args.rounds):
         for q in queries:  # variants interleaved query by query: load hits all alike
-            for name, (kw, qv, keep) in variants.items():
-                graph.keyword_scores, graph.query_vector = kw, qv  # type: ignore[method-assign]
+            for name, (kw, read, keep) in variants.items():
+                graph.keyword_scores, graph.read = kw, read  # type: ignore[method-assign]
                 if not keep:
                     graph._prepared = GenerationCache(1)  # a query the server has not seen
                 t0 = time.perf_counter()

@@ -12,12 +12,22 @@ need_pkgs=()
 for pkg in fuse3 libfuse3-dev pkg-config gcc python3-dev python3-venv attr; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
+# WordNet's database (the data alone, not its browser): how the embedded server reads
+# query words its corpus never uses (kg_fuse/server/lexicon.py)
+lean_pkgs=()
+dpkg -s wordnet-base >/dev/null 2>&1 || lean_pkgs+=(wordnet-base)
 # systemd-analyze checks the user units that 'kg-fuse systemd install' writes (a test)
 command -v systemd-analyze >/dev/null 2>&1 || need_pkgs+=(systemd)
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-    echo "==> installing system packages: ${need_pkgs[*]}"
+if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#lean_pkgs[@]} -gt 0 ]; then
+    echo "==> installing system packages: ${need_pkgs[*]} ${lean_pkgs[*]}"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    if [ ${#need_pkgs[@]} -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    fi
+    if [ ${#lean_pkgs[@]} -gt 0 ]; then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+            "${lean_pkgs[@]}" >/dev/null
+    fi
 fi
 
 PY="${PYTHON:-python3}"

@@ -114,6 +114,12 @@ class SearchResponse:
     top_match: ConceptHit | None
     threshold_presets: dict[str, float] | None = None
     unknown_words: tuple[str, ...] = ()  # ours: query words the corpus never uses
+    # ours: query words read as other corpus words (forms, WordNet meanings, typos)
+    expanded_words: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # ours: the closest concepts below the threshold (label, score) when few came back,
+    # and a threshold that lists the best of them
+    near_misses: tuple[tuple[str, float], ...] = ()
+    near_miss_threshold: float | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> SearchResponse:
@@ -133,7 +139,32 @@ class SearchResponse:
             threshold_presets=threshold_presets(body.get("threshold_presets")),
             unknown_words=tuple(w for w in unknown if isinstance(w, str))
             if isinstance(unknown, list) else (),
+            **_reading_extras(body),
         )
+
+
+def _reading_extras(body: dict) -> dict[str, Any]:
+    """Our server's extra fields on how it read the query and what came close; each is
+    ignored when absent or malformed (a platform server never sends them)."""
+    expanded = body.get("expanded_words")
+    near = body.get("near_misses")
+    threshold = body.get("near_miss_threshold")
+    extras: dict[str, Any] = {}
+    if isinstance(expanded, dict):
+        extras["expanded_words"] = tuple(
+            (clean_text(word), tuple(clean_text(t) for t in terms if isinstance(t, str)))
+            for word, terms in expanded.items() if isinstance(word, str)
+            and isinstance(terms, list))
+    if isinstance(near, list):
+        extras["near_misses"] = tuple(
+            (clean_text(hit["label"]), float(hit["score"])) for hit in near
+            if isinstance(hit, dict) and isinstance(hit.get("label"), str)
+            and isinstance(hit.get("score"), int | float)
+            and math.isfinite(hit["score"]))
+    if isinstance(threshold, int | float) and math.isfinite(threshold) \
+            and 0.0 <= threshold <= 1.0:
+        extras["near_miss_threshold"] = float(threshold)
+    return extras
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run a query set against a server and print, ADR-508 style, the best "
                     "scores of gibberish and relevant queries and what the default listing "
                     f"shows. Built-in sets: {names}.")
-    ev.add_argument("--set", dest="query_set", default="stdlib", metavar="NAME|FILE",
-                    help=f"a built-in set ({names}) or a .toml file (default: stdlib)")
+    ev.add_argument("--set", dest="query_sets", action="append", metavar="NAME|FILE",
+                    help=f"a built-in set ({names}) or a .toml file; repeat it to run "
+                         "several sets against the same server (default: stdlib)")
     ev.add_argument("--api-url", help="the API address (default: the embedded server's)")
     ev.add_argument("--client-id", help="OAuth client id (use with --client-secret-file)")
     ev.add_argument("--client-secret-file", help="file holding the OAuth client secret")
@@ -29,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})")
     ev.add_argument("--json", action="store_true", help="print machine-readable JSON")
     ev.add_argument("--plot", type=Path, metavar="FILE.png",
-                    help="draw both distributions with the default marked (needs "
-                         "kg-fuse[plot])")
+                    help="draw both distributions with the default marked, one panel per "
+                         "set (needs kg-fuse[plot])")
     ev.set_defaults(func=cmd_eval)
 
 
@@ -52,7 +53,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     try:
-        qset = sets.load(args.query_set)
+        qsets = [sets.load(name) for name in args.query_sets or ["stdlib"]]
         connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file)
     except (sets.QuerySetError, KgError, OSError) as exc:
         print(f"kg-fuse eval: {exc}", file=sys.stderr)
@@ -61,23 +62,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     async def run():
         client = KgApiClient(connection.api_url, connection.credentials, timeout=60.0)
         try:
-            return await Evaluator(client, qset, listing_limit=args.limit).run()
+            return [await Evaluator(client, qset, listing_limit=args.limit).run()
+                    for qset in qsets]
         finally:
             await client.aclose()
 
     try:
-        result = trio.run(run)
+        results = trio.run(run)
     except (KgError, BaseExceptionGroup) as exc:
         failure = _first_kg_error(exc)
         if failure is None:
             raise
         print(f"kg-fuse eval: {connection.api_url}: {failure}", file=sys.stderr)
         return 1
-    print(report.to_json(result) if args.json else report.format_text(result))
+    if args.json:
+        print(report.to_json(results[0]) if len(results) == 1 else report.many_to_json(results))
+    else:
+        print("\n\n".join(report.format_text(result) for result in results))
+        if len(results) > 1:
+            print("\n" + report.format_table(results))
     if args.plot is not None:
         from kg_fuse.eval.plot import plot
 
-        plot(result, args.plot)
+        plot(results, args.plot)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
 

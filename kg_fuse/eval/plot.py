@@ -16,8 +16,9 @@ class PlotUnavailable(RuntimeError):
     """matplotlib is not installed."""
 
 
-def plot(run: EvalRun, path: Path) -> None:
-    """Overlaid histograms of gibberish and relevant best scores, default as a line."""
+def plot(runs: list[EvalRun], path: Path) -> None:
+    """Overlaid histograms of gibberish and relevant best scores, default as a line: one
+    panel per set."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -25,11 +26,19 @@ def plot(run: EvalRun, path: Path) -> None:
     except ImportError as exc:
         raise PlotUnavailable(
             "--plot needs matplotlib: pip install 'kg-fuse[plot]'") from exc
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 4.5 * len(runs)), squeeze=False)
+    for run, ax in zip(runs, axes[:, 0], strict=True):
+        _panel(run, ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _panel(run: EvalRun, ax) -> None:  # noqa: ANN001 - a matplotlib Axes
     s = summary(run)
     gib = [g.best_score for g in run.gibberish]
     rel = [r.best_score for r in run.relevant if r.best_score is not None]
     bins = [i / 50 for i in range(51)]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.hist(gib, bins=bins, alpha=0.6, label=f"gibberish, top match (n={len(gib)})",
             color="tab:red")
     ax.hist(rel, bins=bins, alpha=0.6, label=f"relevant, best expected (n={len(rel)})",
@@ -44,6 +53,3 @@ def plot(run: EvalRun, path: Path) -> None:
     ax.set_xlim(0, 1)
     ax.set_title(f"kg-fuse eval: {run.qset.name}")
     ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -70,15 +70,39 @@ def summary(run: EvalRun) -> dict:
     }
 
 
-def to_json(run: EvalRun) -> str:
-    """Everything, per query, for diffing one run against another."""
-    return json.dumps({
+def _as_dict(run: EvalRun) -> dict:
+    return {
         "set": run.qset.name,
         "api_url": run.api_url,
         "summary": summary(run),
         "gibberish": [asdict(g) for g in run.gibberish],
         "relevant": [dict(asdict(r), hit=r.hit) for r in run.relevant],
-    }, indent=2, ensure_ascii=False)
+    }
+
+
+def to_json(run: EvalRun) -> str:
+    """Everything, per query, for diffing one run against another."""
+    return json.dumps(_as_dict(run), indent=2, ensure_ascii=False)
+
+
+def many_to_json(runs: list[EvalRun]) -> str:
+    """Several sets' runs: ``{"sets": [one set's JSON, ...]}``."""
+    return json.dumps({"sets": [_as_dict(run) for run in runs]}, indent=2,
+                      ensure_ascii=False)
+
+
+def format_table(runs: list[EvalRun]) -> str:
+    """One line per set: the default, gibberish listing anything, relevant listed."""
+    lines = [f"{'set':<28} {'default':>8} {'gibberish listing':>18} {'relevant listed':>20}"]
+    for run in runs:
+        s = summary(run)
+        default = s["default_threshold"]
+        default_text = f"{default:.2f}" if isinstance(default, float) else "varied"
+        lines.append(
+            f"{_short(run.qset.name, 28):<28} {default_text:>8} "
+            f"{s['gibberish_listing_anything']:>8}/{len(run.gibberish):<9} "
+            f"{s['relevant_listed']:>6}/{len(run.relevant):<4} ({s['relevant_listed_pct']:5.1f}%)")
+    return "\n".join(lines)
 
 
 def _f(value: float | None, width: int = 7) -> str:

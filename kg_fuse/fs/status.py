@@ -261,20 +261,29 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
         lines.append(f"filtered by: {culprit}")
     if response.below_threshold_count is not None:
         lines.append(f"below threshold: {response.below_threshold_count}")
-    if response.suggested_threshold is not None:
-        lines.append(f"suggested threshold: {format_threshold(response.suggested_threshold)}")
-    if response.top_match is not None:
+    suggested = (response.near_miss_threshold if response.near_miss_threshold is not None
+                 else response.suggested_threshold)
+    if suggested is not None:
+        lines.append(f"suggested threshold: {format_threshold(suggested)}")
+    if response.near_misses:
+        lines.append("near misses: " + _one_line(", ".join(
+            f"{label} ({score:.4f})" for label, score in response.near_misses)))
+    elif response.top_match is not None:
         top = response.top_match
         lines.append(f"best near miss: {_one_line(top.label)} ({top.score:.4f})")
+    if response.expanded_words:
+        lines.append("words read as: " + _one_line("; ".join(
+            f"{word} -> {', '.join(terms)}" for word, terms in response.expanded_words)))
     if response.unknown_words:
         lines.append("words the documents never use: " + _one_line(
             ", ".join(response.unknown_words)))
         if not results.files:
             lines.append("hint: rephrase the query in words the documents use")
-    if not results.files and response.suggested_threshold is not None:
+    if not results.files and suggested is not None:
+        what = ("the near misses above" if response.near_misses else "the near misses")
         lines.append(
             "hint: nothing reached the threshold; write "
-            f"{format_threshold(response.suggested_threshold)} to .meta/threshold to see "
-            "the near misses (below the server default they may be noise)"
+            f"{format_threshold(suggested)} to .meta/threshold to see {what} "
+            "(below the server default they may be noise)"
         )
     return lines

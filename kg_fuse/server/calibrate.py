@@ -1,16 +1,19 @@
 """Seeding the default search threshold just above this corpus's noise floor (ADR-508).
 
-The floor is measured on the final score a search returns (fused vectors plus keyword
-and typo matches), with seeded noise of every shape a user might type: short 3-5
-letter tokens, consonant runs, keyboard mashes, long pronounceable nonsense, digits and
-punctuation, random-letter words, single nonsense words.
+The floor is measured on the final score a search returns (fused vectors plus keyword,
+word-form, WordNet and typo matches), with seeded noise of every shape a user might
+type: short 3-5 letter tokens, consonant runs, keyboard mashes, long pronounceable
+nonsense, digits and punctuation, random-letter words, single nonsense words, everyday
+words that mean nothing together, and token shapes that corpora contain: option
+letters (``-ss``), placeholders (``xxx``) and hyphen- or underscore-joined runs.
 
 The statistic must not let one junk concept drag the default (a badly parsed concept
 with an empty or garbled text sits near the centre of the embedding space and attracts
 noise). For each concept, its highest score among the noise queries it is the best match
-of is taken; the two concepts that attract noise most are reported and left out:
+of is taken; the two concepts that attract noise most (one in a corpus of fewer than
+1,000 concepts) are reported and left out:
 
-    floor   = 3rd-highest per-concept noise score
+    floor   = 3rd-highest per-concept noise score (2nd below 1,000 concepts)
     default = ceil((floor + MARGIN) * 100) / 100,  MARGIN = 0.03
 
 When no concept is an outlier the top three per-concept scores lie within a few
@@ -30,8 +33,10 @@ import math
 import random
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+
+from kg_fuse.server.understand import short_token, tokens
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +45,15 @@ CALIBRATION_KEY = "search_calibration_report"
 PROVENANCE_KEY = "search_threshold_provenance"
 FALLBACK_THRESHOLD = 0.6
 MARGIN = 0.03
-OUTLIERS = 2         # concepts with the highest noise scores left out of the floor
+OUTLIERS = 2         # concepts with the highest noise scores left out of the floor ...
+OUTLIER_CORPUS = 1000  # ... in a corpus of this many concepts or more; one below
 PER_SHAPE = 30
 GIBBERISH_SEED = 508
 PROBE_COUNT = 40
 #: Recalibrate a calibrated default when the corpus grew or shrank by more than this.
 RECALIBRATE_FRACTION = 0.2
-RULE = ("default = ceil((3rd-highest per-concept noise score + 0.03) * 100) / 100")
+RULE = ("default = ceil((3rd-highest per-concept noise score, 2nd below 1,000 concepts, "
+        "+ 0.03) * 100) / 100")
 
 KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "1234567890")
 KEYBOARD_MASHES: tuple[str, ...] = (
@@ -127,11 +134,33 @@ def _random_letters(rng: random.Random) -> str:
                     for _ in range(rng.randint(2, 8)))
 
 
+def _option_letters(rng: random.Random) -> str:
+    """Command-line options typed alone: ``-ss``, ``-xvf``, ``--qz``."""
+    def option() -> str:
+        letters = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(1, 3)))
+        return rng.choice(("-", "-", "--")) + (letters * 2 if len(letters) == 1 else letters)
+    return " ".join(option() for _ in range(rng.randint(1, 2)))
+
+
+def _placeholders(rng: random.Random) -> str:
+    """Placeholder tokens: one letter repeated (``xxx``, ``zzzz``)."""
+    return " ".join(rng.choice(_LETTERS) * rng.randint(2, 4) for _ in range(rng.randint(1, 3)))
+
+
+def _joined_runs(rng: random.Random) -> str:
+    """Short tokens joined by hyphens or underscores (``qx-zv-kr``, ``foo_bar_baz``)."""
+    joiner = rng.choice("-_")
+    return joiner.join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 4)))
+                       for _ in range(rng.randint(2, 4)))
+
+
 NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "short tokens": _short_tokens, "consonant runs": _consonant_runs,
     "keyboard mashes": _keyboard_mash, "long nonsense": _long_nonsense,
     "single nonsense words": _single_word, "digits and punctuation": _digits_punctuation,
     "random letters": _random_letters, "everyday nonsense": _everyday_nonsense,
+    "option letters": _option_letters, "placeholders": _placeholders,
+    "joined runs": _joined_runs,
 }
 
 
@@ -168,9 +197,28 @@ def probe_queries(concepts: Sequence[tuple[str, str, str]], count: int = PROBE_C
     return usable[:count]
 
 
+def not_naming(noise: list[tuple[str, str]], labels: Iterable[str]
+               ) -> list[tuple[str, str]]:
+    """The noise queries left when those naming a concept are dropped: a random short
+    token that is a word of a concept's name (``-re``, ``-uu``, ``grp_nek_cy`` over the
+    standard library) is a query for it, not noise (short tokens count only in names:
+    :mod:`kg_fuse.server.understand`)."""
+    names = {t for label in labels for t in tokens(label) if short_token(t)}
+    return [(shape, q) for shape, q in noise
+            if not any(short_token(t) and t in names for t in tokens(q))]
+
+
 def choose_default(floor: float, margin: float = MARGIN) -> float:
     """The rule; rounding first keeps 0.48 from becoming 0.49 through float noise."""
     return min(1.0, math.ceil(round((floor + margin) * 100, 6)) / 100)
+
+
+def outliers_for(concept_count: int) -> int:
+    """How many noise-attracting concepts to leave out of the floor. Two guard a large
+    corpus against its junk concepts; in a small one few noise queries reach any concept
+    at all (the reading of the query keeps most at 0), and leaving out two of a handful
+    would drop the floor below nonsense it measured."""
+    return OUTLIERS if concept_count >= OUTLIER_CORPUS else 1
 
 
 def noise_floor(best: Sequence[Sequence[tuple[str, float]]], skip: int = OUTLIERS
@@ -224,9 +272,9 @@ def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
             calibrated_at: str = "") -> CalibrationReport:
     """Measure noise and probes through ``search`` (queries, k -> top-k per query)."""
     labels = {cid: label for cid, label, _ in concepts}
-    noise = gibberish_queries()
+    noise = not_naming(gibberish_queries(), labels.values())
     tops = search([q for _, q in noise], 5)
-    floor, outliers, best = noise_floor(tops)
+    floor, outliers, best = noise_floor(tops, outliers_for(len(concepts)))
     default = choose_default(floor)
     shapes = []
     for shape in NOISE_SHAPES:

@@ -49,10 +49,17 @@ def merge(vector_score: np.ndarray | float, keyword_score: np.ndarray | float,
 
 
 class KeywordRows(NamedTuple):
-    """A query's keyword scores by index row (see :meth:`ConceptIndex.keyword_rows`)."""
+    """A query's keyword scores by index row (see :meth:`ConceptIndex.keyword_rows`).
+
+    ``factors`` scale those rows' vector scores and ``rest`` every other row's: how far
+    the query's words are the corpus's own at each concept (a word read through WordNet
+    counts only where its bridge occurs, see :mod:`kg_fuse.server.understand`).
+    """
 
     rows: np.ndarray
     values: np.ndarray
+    factors: np.ndarray | None = None
+    rest: float = 1.0
 
 
 def _empty() -> np.ndarray:
@@ -152,12 +159,18 @@ class ConceptIndex:
                             ontology_rows=_ontology_rows(ids, new_members),
                             row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
 
-    def keyword_rows(self, keyword: Mapping[str, float] | None) -> KeywordRows:
+    def keyword_rows(self, keyword: Mapping[str, float] | None,
+                     factors: Mapping[str, float] | None = None, rest: float = 1.0
+                     ) -> KeywordRows:
         """Keyword scores by row (concepts not in the index left out), for :meth:`search`;
-        worth keeping when the same keyword scores are searched again."""
+        worth keeping when the same keyword scores are searched again. ``factors``
+        (default 1) scale those rows' vector scores, ``rest`` the other rows'."""
         pairs = [(self.row_of[c], v) for c, v in (keyword or {}).items() if c in self.row_of]
+        scale = None
+        if factors is not None:
+            scale = np.array([factors.get(self.ids[r], rest) for r, _ in pairs], np.float32)
         return KeywordRows(np.array([r for r, _ in pairs], dtype=np.int64),
-                           np.array([v for _, v in pairs], dtype=np.float32))
+                           np.array([v for _, v in pairs], dtype=np.float32), scale, rest)
 
     def search(self, vector: np.ndarray, threshold: float, ontology: str | None = None,
                top_k: int | None = None,
@@ -177,16 +190,24 @@ class ConceptIndex:
             if rows is None or rows.size == 0:
                 return []
         floor = threshold if threshold > 0 else -2.0  # merged scores clip below at 0
-        positions, vec = self.scanner.above(vector, floor, rows=rows)
-        scores = np.clip(vec, 0.0, 1.0)
         kw = keyword if isinstance(keyword, KeywordRows) else self.keyword_rows(keyword)
-        at, values = kw
+        at, values, factors, rest = kw
+        if rest > 0 or floor <= 0:  # at threshold 0 every concept is listed, as 0 if need be
+            positions, vec = self.scanner.above(vector, floor / rest if floor > 0 else floor,
+                                                rows=rows)
+            scores = np.clip(vec * np.float32(rest), 0.0, 1.0)
+        else:  # only rows with evidence can score
+            positions, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         if rows is not None and at.size:
             inside = np.zeros(len(self.ids), bool)
             inside[rows] = True
-            at, values = at[inside[at]], values[inside[at]]
+            keep = inside[at]
+            at, values = at[keep], values[keep]
+            factors = factors[keep] if factors is not None else None
         if at.size:
             exact = exact_scores(self.matrix[at], vector)
+            if factors is not None:
+                exact = exact * factors
             merged = merge(exact, values).astype(np.float64)
             # a keyword row's score: its merged score, or its vector score when that is
             # higher (float32 rounding); below the threshold it is out either way

@@ -25,39 +25,33 @@ highest IDF, so it pulls the score down instead of being ignored; very common te
 of both sums. ``kw`` is in [0, 1] and reaches 1 only when one concept is the best match
 of every informative word of the query.
 
-**Typos.** A token of at least :data:`TYPO_MIN_CHARS` letters that the corpus does not
-contain is matched against the corpus vocabulary at edit distance 1 (the most frequent
-candidate wins) at half weight, while its denominator share stays that of an unknown
-token: a corrected typo helps, a gibberish token that happens to be one edit from a
-word gains little. Shorter tokens are never corrected: at 3-4 letters almost every
-string is one edit from some word.
+**Words in the user's words.** The query is read first
+(:mod:`kg_fuse.server.understand`): each word looks up the corpus words it stands for
+(itself, its other forms, a typo's correction, or WordNet's bridges), and counts for a
+concept by the best of them, weighted by what each carries of the word. A word the
+corpus does not use keeps the highest IDF in the denominator, so a bridge or a
+correction helps without ever making the word count fully.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
-import unicodedata
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from cachetools import LRUCache
 
+from kg_fuse.server.understand import QueryReading, Vocabulary
+
 PER_TERM = 200          # keyword candidates fetched per query term
-MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
 COMMON_FRACTION = 0.1
-TYPO_MIN_CHARS = 5
-TYPO_PENALTY = 0.5
 #: Column weights for bm25(): concept_id (unindexed), name, signature, description,
 #: examples. A word in the name says more than the same word deep in the examples.
 BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0, 1.0)
-#: How much of the vector score a query loses when the corpus knows none of its words.
-UNFAMILIAR_DISCOUNT = 0.4
 CACHED_TERMS = 2048     # terms whose top rows are kept (about 200 rows each)
 
 _BM25_ARGS = ", ".join(str(w) for w in BM25_WEIGHTS)
-_TOKEN = re.compile(r"[^\W_]+")
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 class TermCache:
@@ -68,17 +62,8 @@ class TermCache:
 
     def __init__(self, maxsize: int = CACHED_TERMS) -> None:
         self.counts: LRUCache[str, int] = LRUCache(maxsize * 8)
-        self.rows: LRUCache[tuple[str, int], list[tuple[str, float]]] = LRUCache(maxsize)
-
-
-def _fold(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", text)
-                   if not unicodedata.combining(c)).lower()
-
-
-def tokens(text: str) -> list[str]:
-    """Distinct lower-case word tokens, diacritics removed (as unicode61 does)."""
-    return list(dict.fromkeys(_TOKEN.findall(_fold(text))))[:MAX_TERMS]
+        self.rows: LRUCache[tuple[str, int, bool], list[tuple[str, float]]] = LRUCache(
+            maxsize)
 
 
 def quote(token: str) -> str:
@@ -91,96 +76,19 @@ def idf(total: int, doc_count: int) -> float:
     return max(0.0, math.log((total - doc_count + 0.5) / (doc_count + 0.5)))
 
 
-def edits1(word: str) -> set[str]:
-    """Every string one deletion, transposition, replacement or insertion away."""
-    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    deletes = {a + b[1:] for a, b in splits if b}
-    transposes = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
-    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
-    inserts = {a + c + b for a, b in splits for c in _LETTERS}
-    return (deletes | transposes | replaces | inserts) - {word}
+def load_vocabulary(conn: sqlite3.Connection) -> Vocabulary:
+    """Every term of the keyword index, by stem too (for word forms), and the words of
+    concepts' names."""
+    return Vocabulary.of((r[0] for r in conn.execute("SELECT term FROM concept_terms")),
+                         load_names(conn))
 
 
-def load_vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
-    """Every term of the keyword index (typo candidates are looked up here)."""
-    return frozenset(r[0] for r in conn.execute("SELECT term FROM concept_terms"))
-
-
-#: English function words (the Snowball stop list): whether a corpus happens to use
-#: "why" or "my" says nothing about whether a query is about its subject, so they do not
-#: count for familiarity.
-_STOPWORDS = """
-i me my myself we our ours ourselves you your yours yourself yourselves he him his
-himself she her hers herself it its itself they them their theirs themselves what which
-who whom this that these those am is are was were be been being have has had having do
-does did doing a an the and but if or because as until while of at by for with about
-against between into through during before after above below to from up down in out on
-off over under again further then once here there when where why how all any both each
-few more most other some such no nor not only own same so than too very can will just
-don should now
-"""
-STOPWORDS = frozenset(_STOPWORDS.split())
-
-
-def judged_words(query: str) -> list[str]:
-    """The words familiarity is judged on: tokens of two or more characters with a
-    letter in them, English function words left out (unless there is nothing else)."""
-    words = [t for t in tokens(query) if len(t) >= 2 and any(c.isalpha() for c in t)]
-    return [t for t in words if t not in STOPWORDS] or words
-
-
-def _unknown_weight(word: str, vocabulary: frozenset[str]) -> float:
-    """0 for a word the corpus uses, half for one a typo away (the keyword rule: five or
-    more letters), 1 for a word it never uses."""
-    if word in vocabulary:
-        return 0.0
-    typo = (len(word) >= TYPO_MIN_CHARS and word.isalpha() and word.isascii()
-            and not edits1(word).isdisjoint(vocabulary))
-    return TYPO_PENALTY if typo else 1.0
-
-
-def unknown_fraction(query: str, vocabulary: frozenset[str]) -> float:
-    """The share of the query's words this corpus has never seen, in [0, 1]
-    (:func:`judged_words`; a typo of a known word counts half). A query without such
-    words (digits and punctuation only) is wholly unknown.
-    """
-    words = judged_words(query)
-    if not words:
-        return 1.0
-    return sum(_unknown_weight(w, vocabulary) for w in words) / len(words)
-
-
-def unknown_words(query: str, vocabulary: frozenset[str]) -> list[str]:
-    """The query's words this corpus never uses (nor one typo away): what to rephrase
-    when a search lists little or nothing."""
-    if not vocabulary:
-        return []
-    return [w for w in dict.fromkeys(judged_words(query))
-            if _unknown_weight(w, vocabulary) == 1.0]
-
-
-def familiarity(query: str, vocabulary: frozenset[str],
-                discount: float = UNFAMILIAR_DISCOUNT) -> float:
-    """The factor a query's scores are multiplied by: 1 when the corpus knows every word
-    of it, ``1 - discount * unknown share`` when it knows some, 0 when it knows none.
-
-    A query without one word this corpus uses (nor one typo away from one) gives the
-    model nothing to go on: its cosines are where the model happens to put random
-    letters or punctuation (short concepts such as ``math.gcd``), and its only keyword
-    matches are digit tokens. Such a query matches nothing (see docs/server.md,
-    "Familiarity").
-    """
-    if not vocabulary:
-        return 1.0
-    unknown = unknown_fraction(query, vocabulary)
-    return 0.0 if unknown >= 1.0 else 1.0 - discount * unknown
-
-
-def add_to_vocabulary(vocabulary: frozenset[str], texts: Iterable[str]) -> frozenset[str]:
-    """The vocabulary with the words of new texts (removed words may linger: harmless,
-    a stale candidate matches nothing)."""
-    new = {t for text in texts for t in _TOKEN.findall(_fold(text))}
-    return vocabulary | new if new - vocabulary else vocabulary
+def load_names(conn: sqlite3.Connection) -> frozenset[str]:
+    """The terms of the index's name column (a per-connection vocabulary table)."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.concept_name_terms USING "
+                 "fts5vocab(main, concept_text, 'col')")
+    return frozenset(r[0] for r in conn.execute(
+        "SELECT DISTINCT term FROM temp.concept_name_terms WHERE col = 'name'"))
 
 
 def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
@@ -203,64 +111,110 @@ def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
     return counts
 
 
-def _plan(conn: sqlite3.Connection, query: str, total: int, vocabulary: frozenset[str],
-          cache: TermCache | None = None) -> tuple[list[tuple[str, float]], float]:
-    """The terms to look up with their weights, and the denominator.
+class WordPlan(NamedTuple):
+    """One query word's lookups: corpus terms with the weight and the factor (share of
+    the word) each carries; ``bridged`` for a word read through its meaning."""
 
-    Numbers and punctuation alone name no topic (they are one of the noise shapes): a
-    query without a word of letters gets no keyword score, only its discounted vector
-    score, so ``42 42 42`` does not match a manual page's date examples.
+    position: int
+    terms: list[tuple[str, float, float]]
+    bridged: bool
+    in_name: bool = False
+
+
+class KeywordMatch(NamedTuple):
+    """Keyword scores in [0, 1], and where each word read through its meaning found a
+    bridge: concept id -> {word position: best bridge factor there}."""
+
+    scores: dict[str, float]
+    bridged: dict[str, dict[int, float]]
+
+
+def _plan(conn: sqlite3.Connection, reading: QueryReading, total: int,
+          cache: TermCache | None = None) -> tuple[list[WordPlan], float]:
+    """Each word's terms with their weights, and the denominator.
+
+    A word the corpus uses weighs its IDF (its most frequent form's, for a form); one it
+    does not use weighs the highest IDF in the denominator and its bridges or typo
+    correction add at most their factor of their own IDF. Very common terms count in
+    neither sum. Numbers and punctuation alone name no topic (they are one of the noise
+    shapes): a query without a word of letters gets no keyword score.
     """
-    toks = [t for t in tokens(query) if len(t) >= 2]
-    if not any(c.isalpha() for t in toks for c in t):
-        return [], 0.0
-    counts = _doc_counts(conn, toks, cache)
-    terms: list[tuple[str, float]] = []
+    unknown_idf = idf(total, 0)
+    terms = {b.term for w in reading.words for b in w.alternatives}
+    counts = _doc_counts(conn, sorted(terms), cache)
+    plans: list[WordPlan] = []
     denominator = 0.0
-    for tok in toks:
-        n = counts.get(tok, 0)
-        if n > COMMON_FRACTION * total:
+    for position, word in enumerate(reading.words):
+        present = [(b, counts[b.term]) for b in word.alternatives if b.term in counts]
+        if word.kind in ("corpus", "form", "number"):
+            if not present or max(n for _, n in present) > COMMON_FRACTION * total:
+                continue
+            weight = idf(total, max(n for _, n in present))
+            denominator += weight
+            plans.append(WordPlan(position, [(b.term, weight * b.factor, b.factor)
+                                             for b, _ in present], False))
             continue
-        weight = idf(total, n)
-        denominator += weight
-        if n:
-            terms.append((tok, weight))
-        elif len(tok) >= TYPO_MIN_CHARS and tok.isalpha() and tok.isascii():
-            near = _doc_counts(conn, sorted(edits1(tok) & vocabulary), cache)
-            if near:
-                best = max(near, key=lambda t: (near[t], t))
-                if near[best] <= COMMON_FRACTION * total:
-                    terms.append((best, TYPO_PENALTY * idf(total, near[best])))
-    return terms, denominator
+        if word.kind == "name" and present:  # a name token weighs as the name's word
+            weight = idf(total, max(n for _, n in present))
+            denominator += weight
+            plans.append(WordPlan(position, [(b.term, weight, b.factor) for b, _ in present],
+                                  True, in_name=True))
+            continue
+        denominator += unknown_idf
+        # a common bridge adds no score, but it still shows where the word's meaning is
+        kept = [(b.term, b.factor * idf(total, n) if n <= COMMON_FRACTION * total else 0.0,
+                 b.factor) for b, n in present]
+        if kept:
+            plans.append(WordPlan(position, kept, word.kind == "meaning"))
+    return plans, denominator
 
 
-def keyword_scores(conn: sqlite3.Connection, query: str, total: int,
-                   vocabulary: frozenset[str] = frozenset(),
+def keyword_scores(conn: sqlite3.Connection, reading: QueryReading, total: int,
                    per_term: int = PER_TERM, cache: TermCache | None = None
-                   ) -> dict[str, float]:
-    """Concept id -> keyword score in [0, 1] for the concepts the query's words match."""
+                   ) -> KeywordMatch:
+    """The concepts the query's words match, each word counting by the best of its
+    terms, and where its WordNet bridges occur."""
+    match = KeywordMatch({}, {})
     if total <= 0:
-        return {}
-    terms, denominator = _plan(conn, query, total, vocabulary, cache)
-    if not terms or denominator <= 0:
-        return {}
-    scores: dict[str, float] = {}
-    for term, weight in terms:
-        for cid, share in _term_rows(conn, term, per_term, cache):
-            scores[cid] = scores.get(cid, 0.0) + weight * share
-    return {cid: min(1.0, s / denominator) for cid, s in scores.items()}
+        return match
+    plans, denominator = _plan(conn, reading, total, cache)
+    if not plans or denominator <= 0:
+        return match
+    scores = match.scores
+    # concept -> bridge term -> (factor, word position): the words each term stands for
+    found: dict[str, dict[str, tuple[float, int]]] = {}
+    for plan in plans:
+        best: dict[str, float] = {}
+        for term, weight, factor in plan.terms:
+            for cid, share in _term_rows(conn, term, per_term, cache, plan.in_name):
+                best[cid] = max(best.get(cid, 0.0), weight * share)
+                if plan.bridged:
+                    terms = found.setdefault(cid, {})
+                    terms[term] = max(terms.get(term, (0.0, -1)), (factor, plan.position))
+        for cid, value in best.items():
+            scores[cid] = scores.get(cid, 0.0) + value
+    for cid, value in scores.items():
+        scores[cid] = min(1.0, value / denominator)
+    # one word of the concept's text is evidence for one query word only: "whispers"
+    # and "thunder" both reaching a text through "sound" is one piece of evidence
+    for cid, terms in found.items():
+        seen = match.bridged.setdefault(cid, {})
+        for factor, position in terms.values():
+            seen[position] = max(seen.get(position, 0.0), factor)
+    return match
 
 
 def _term_rows(conn: sqlite3.Connection, term: str, per_term: int,
-               cache: TermCache | None) -> list[tuple[str, float]]:
-    """A term's top concepts with bm25 divided by the batch best (in (0, 1])."""
-    key = (term, per_term)
+               cache: TermCache | None, in_name: bool = False) -> list[tuple[str, float]]:
+    """A term's top concepts (``in_name``: those whose name holds it) with bm25 divided
+    by the batch best (in (0, 1])."""
+    key = (term, per_term, in_name)
     if cache is not None and (hit := cache.rows.get(key)) is not None:
         return hit
     rows = conn.execute(
         f"SELECT concept_id, -bm25(concept_text, {_BM25_ARGS}) AS s FROM concept_text "
         "WHERE concept_text MATCH ? ORDER BY s DESC LIMIT ?",
-        (quote(term), per_term)).fetchall()
+        (("name : " if in_name else "") + quote(term), per_term)).fetchall()
     best = max((r[1] for r in rows), default=0.0)
     shares = [(cid, max(0.0, s) / best) for cid, s in rows] if best > 0 else []
     if cache is not None:

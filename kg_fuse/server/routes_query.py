@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 import anyio.to_thread
 from fastapi import APIRouter, Response
 
 from kg_fuse.limits import shown
-from kg_fuse.server import keywords, repository
+from kg_fuse.server import repository
 from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
 from kg_fuse.server.schemas import (
     ConceptDetailsResponse,
@@ -22,6 +23,7 @@ from kg_fuse.server.schemas import (
     ConceptProvenance,
     ConceptRelationship,
     ConceptSearchResult,
+    NearMissHit,
     ProvenanceDocument,
     SearchRequest,
     SearchResponse,
@@ -41,7 +43,7 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
     threshold = (body.min_similarity if body.min_similarity is not None
                  else graph.default_threshold())
     outcome = graph.search(body.query, threshold, body.limit, body.offset, body.ontology)
-    ids = [cid for cid, _ in outcome.page]
+    ids = [cid for cid, _ in outcome.page] + [cid for cid, _ in outcome.closest]
     if outcome.near_miss is not None:
         ids.append(outcome.near_miss.top_id)
     summaries = graph.summaries(ids)
@@ -57,6 +59,9 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
 
     results = [result(cid, score) for cid, score in outcome.page]
     near = outcome.near_miss
+    reading = graph.read(body.query)
+    closest = [NearMissHit(concept_id=cid, label=summaries[cid]["label"], score=score)
+               for cid, score in outcome.closest]
     return SearchResponse(
         query=body.query,
         count=len(results),
@@ -67,8 +72,18 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
         threshold_used=threshold,
         offset=body.offset,
         threshold_presets=graph.presets(),
-        unknown_words=keywords.unknown_words(body.query, graph.vocabulary),
+        unknown_words=reading.unknown_words(),
+        expanded_words=reading.expansions(),
+        near_misses=closest or None,
+        near_miss_threshold=just_below(closest[0].score) if closest else None,
     )
+
+
+def just_below(score: float) -> float:
+    """A threshold (two decimals) that lists a concept of this score: its score rounded
+    down, so writing it to ``.meta/threshold`` shows the best near miss and those close
+    to it, not everything down to the noise floor."""
+    return max(0.0, math.floor(score * 100 + 1e-9) / 100)
 
 
 @router.post("/query/search", response_model=SearchResponse)

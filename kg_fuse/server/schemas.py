@@ -84,6 +84,12 @@ class ConceptSearchResult(BaseModel):
     sample_evidence: list[ConceptInstance] | None = None
 
 
+class NearMissHit(BaseModel):
+    concept_id: str
+    label: str
+    score: float
+
+
 class SearchResponse(BaseModel):
     query: str
     count: int
@@ -98,6 +104,13 @@ class SearchResponse(BaseModel):
     # ours: the query's words the corpus never uses (they lower its scores; a query of
     # only such words matches nothing: docs/server.md, "Familiarity")
     unknown_words: list[str] | None = None
+    # ours: the query's words the corpus does not use, with the corpus words they were
+    # read as (other forms, WordNet's synonyms and broader terms, typo corrections)
+    expanded_words: dict[str, list[str]] | None = None
+    # ours: when fewer than 3 results came back, the closest concepts below the
+    # threshold, best first, and a threshold that lists the best of them
+    near_misses: list[NearMissHit] | None = None
+    near_miss_threshold: float | None = None
 
 
 # -- concept details --------------------------------------------------------------------

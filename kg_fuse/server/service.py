@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -21,16 +21,20 @@ import numpy as np
 from kg_fuse.server import calibrate, content, duplicates, keywords, repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
+from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.generations import GenerationCache
 from kg_fuse.server.index import ConceptIndex, KeywordRows, load_fused, memberships
+from kg_fuse.server.lexicon import wordnet
 from kg_fuse.server.presets import derive as derive_presets
 from kg_fuse.server.store import Store
+from kg_fuse.server.understand import QueryReading, Vocabulary, read_query, text_words
 
 log = logging.getLogger(__name__)
 
-STDLIB_MARKER_KEY = "stdlib_corpus"
 NEAR_MISS_FLOOR = 0.3
+#: Closest concepts below the threshold named when a search lists fewer than 3.
+CLOSEST = 5
 #: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
 PREPARED_QUERIES = 1024
 #: Concept summaries kept for search results (a few hundred bytes each).
@@ -67,6 +71,8 @@ class SearchOutcome:
     threshold: float
     page: list[tuple[str, float]]
     near_miss: NearMiss | None
+    #: the closest concepts below the threshold when the page came back short (ours)
+    closest: list[tuple[str, float]] = field(default_factory=list)
 
 
 class KnowledgeGraph:
@@ -76,7 +82,8 @@ class KnowledgeGraph:
         self.store = store
         self.embedder = embedder
         self.index = ConceptIndex()
-        self.vocabulary: frozenset[str] = frozenset()
+        self.vocabulary = Vocabulary()
+        self.lexicon = wordnet()
         self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
             None, keywords.TermCache())
         self._prepared: GenerationCache[str, PreparedQuery] = GenerationCache(
@@ -127,21 +134,29 @@ class KnowledgeGraph:
 
     # -- search ------------------------------------------------------------------------
 
-    def query_vector(self, query: str, vector: np.ndarray) -> np.ndarray:
-        """The query's embedding scaled by how familiar its words are to this corpus
-        (:func:`keywords.familiarity`): zero when the corpus knows none of them."""
-        return vector * np.float32(keywords.familiarity(query, self.vocabulary))
+    def read(self, query: str) -> QueryReading:
+        """The query's words read against this corpus (:mod:`kg_fuse.server.understand`)."""
+        return read_query(query, self.vocabulary, self.lexicon)
 
-    def scored_query(self, query: str, vector: np.ndarray, index: ConceptIndex
-                     ) -> tuple[np.ndarray, dict[str, float]]:
-        """The scaled query vector and the keyword scores: the two halves of the final
-        score. A query the corpus knows no word of has neither (no keyword lookups)."""
-        vector = self.query_vector(query, vector)
-        if not vector.any():
-            return vector, {}
-        return vector, self.keyword_scores(query, index)
+    def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex
+                     ) -> tuple[np.ndarray, KeywordRows]:
+        """The query vector and its keyword rows: the two halves of the final score.
 
-    def keyword_scores(self, query: str, index: ConceptIndex) -> dict[str, float]:
+        Each concept's vector score is scaled by how familiar the query's words are
+        there (:meth:`QueryReading.familiarity`): the vector carries the best case, the
+        keyword rows each concept's own share of it and ``rest`` everyone else's. A
+        query of noise (familiarity 0 even at its best) has neither: no keyword lookups.
+        """
+        best = reading.familiarity(None)
+        if best <= 0:
+            return vector * np.float32(0.0), index.keyword_rows({})
+        match = self.keyword_scores(reading, index)
+        factors = {cid: reading.familiarity(at) / best for cid, at in match.bridged.items()}
+        rest = reading.familiarity({}) / best
+        return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest)
+
+    def keyword_scores(self, reading: QueryReading, index: ConceptIndex
+                       ) -> keywords.KeywordMatch:
         """The query's keyword scores (FTS5), under the store lock.
 
         Term lookups are cached per index generation: every change of the indexed text
@@ -152,8 +167,7 @@ class KnowledgeGraph:
             cache = keywords.TermCache()
             self._term_cache = (index, cache)
         with self.store.locked() as conn:
-            return keywords.keyword_scores(conn, query, len(index), self.vocabulary,
-                                           cache=cache)
+            return keywords.keyword_scores(conn, reading, len(index), cache=cache)
 
     def prepared(self, query: str) -> PreparedQuery:
         """The query's vector (familiarity applied) and keyword rows, cached per index
@@ -163,8 +177,10 @@ class KnowledgeGraph:
         generation = (index, self.vocabulary)
         found = self._prepared.get(generation, query)
         if found is None:
-            vector, keyword = self.scored_query(query, self.embedder.encode_one(query), index)
-            found = PreparedQuery(vector, index.keyword_rows(keyword))
+            reading = self.read(query)
+            vector, keyword = self.scored_query(
+                reading, self.embedder.encode_one(reading.embedded_text(query)), index)
+            found = PreparedQuery(vector, keyword)
             self._prepared.put(generation, query, found)
         return found
 
@@ -189,6 +205,11 @@ class KnowledgeGraph:
         page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
                             keyword=keyword)[offset:]
         near_miss = None
+        closest: list[tuple[str, float]] = []
+        if len(page) < 3 and offset == 0 and threshold > 0:
+            closest = [(cid, s) for cid, s in index.search(
+                vector, 1e-6, ontology=ontology, top_k=len(page) + CLOSEST,
+                keyword=keyword) if s < threshold][:CLOSEST]
         if len(page) < 3 and threshold > NEAR_MISS_FLOOR:
             below = [(cid, s) for cid, s in index.search(vector, NEAR_MISS_FLOOR,
                                                           ontology=ontology, top_k=2 * limit,
@@ -198,7 +219,8 @@ class KnowledgeGraph:
                 near_miss = NearMiss(count=len(below),
                                      suggested=round(min(s for _, s in below) - 0.02, 2),
                                      top_id=below[0][0], top_score=below[0][1])
-        return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss)
+        return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
+                             closest=closest)
 
     # -- content -----------------------------------------------------------------------
 
@@ -216,8 +238,10 @@ class KnowledgeGraph:
                 added=load_fused(self.store, concept_ids),
                 members=memberships(self.store, list(concept_ids) + regrouped))
         if concept_ids:
-            self.vocabulary = keywords.add_to_vocabulary(self.vocabulary, content.texts_of(
-                self.store, concept_ids))
+            with self.store.locked() as conn:
+                names = keywords.load_names(conn)
+            self.vocabulary = self.vocabulary.with_words(text_words(content.texts_of(
+                self.store, concept_ids))).with_names(names)
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
                       created_by: str | None = None) -> IngestOutcome:
@@ -280,7 +304,8 @@ class KnowledgeGraph:
         docs: list[DocumentSpec] = []
         marker = None
         if corpus == "stdlib":
-            marker, stdlib_docs = self._stdlib_docs(modules)
+            marker, stdlib_docs = stdlib_docs_to_store(
+                self.store.get_json_setting(STDLIB_MARKER_KEY), modules)
             docs += stdlib_docs
         for folder in ingest or []:
             docs += read_folder(folder, ontology)
@@ -306,39 +331,15 @@ class KnowledgeGraph:
             log.info("no concepts to calibrate against; the fallback %.2f applies until "
                      "there is content", calibrate.FALLBACK_THRESHOLD)
 
-    def _stdlib_docs(self, modules: list[str] | None) -> tuple[dict | None,
-                                                               list[DocumentSpec]]:
-        """The stdlib documents still to store, and the marker to record once stored."""
-        from kg_fuse.server.corpus.stdlib import CORPUS_VERSION, build_stdlib_corpus
-
-        wanted = {"corpus": "stdlib", "modules": sorted(modules) if modules else None,
-                  "version": CORPUS_VERSION}
-        marker = self.store.get_json_setting(STDLIB_MARKER_KEY)
-        if marker == wanted:
-            log.info("stdlib corpus already in the store (%s modules)",
-                     len(modules) if modules else "all")
-            return None, []
-        if isinstance(marker, dict) and marker.get("modules") == wanted["modules"]:
-            # An older build of the same corpus: documents are keyed by content, so only
-            # what the newer builder adds (compiled modules, built-ins) is stored.
-            log.info("upgrading the stdlib corpus from version %s to %s",
-                     marker.get("version", 1), CORPUS_VERSION)
-            return wanted, build_stdlib_corpus(modules)
-        if marker is not None:
-            log.warning("store holds a stdlib corpus built with modules=%s; keeping it "
-                        "(use a fresh --data-dir to change it)", marker.get("modules"))
-            return None, []
-        log.info("building the stdlib corpus (%s modules)",
-                 len(modules) if modules else "all")
-        return wanted, build_stdlib_corpus(modules)
-
     def search_many(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         """Each query's top ``k`` final scores (calibration; one embedding batch)."""
         index = self.index
-        vectors = self.embedder.encode(queries)
+        readings = [self.read(q) for q in queries]
+        vectors = self.embedder.encode([r.embedded_text(q)
+                                        for r, q in zip(readings, queries, strict=True)])
         found = []
-        for query, raw in zip(queries, vectors, strict=True):
-            vector, keyword = self.scored_query(query, raw, index)
+        for reading, raw in zip(readings, vectors, strict=True):
+            vector, keyword = self.scored_query(reading, raw, index)
             found.append(index.search(vector, 0.0, top_k=k, keyword=keyword))
         return found
 

@@ -305,10 +305,19 @@ async def test_status_suggests_a_threshold_when_an_override_hides_everything(
     text = (await core.fs.read(f"{query}/.meta/status")).decode()
     status = dict(line.split(": ", 1) for line in text.splitlines())
     assert status["results"] == "0"
-    assert float(status["suggested threshold"]) == expected["suggested_threshold"]
-    assert status["best near miss"].startswith(expected["top_match"]["label"])
+    # the closest concepts, best first, and a threshold just below the best of them
+    closest = expected["near_misses"]
+    assert closest and closest[0]["concept_id"] == expected["top_match"]["concept_id"]
+    assert status["near misses"].startswith(f"{closest[0]['label']} ({closest[0]['score']:.4f})")
+    suggested = float(status["suggested threshold"])
+    assert suggested == expected["near_miss_threshold"]
+    assert closest[0]["score"] - 0.01 < suggested <= closest[0]["score"]
     assert status["below threshold"] == str(expected["below_threshold_count"])
     assert "to .meta/threshold" in status["hint"]
+    # writing it lists the best near miss
+    await core.fs.write(f"{query}/.meta/threshold", f"{suggested}\n".encode())
+    listed = results(await core.fs.listdir(query))
+    assert listed
 
 
 async def test_result_files_carry_score_and_concept_id_xattrs(core: Core) -> None:

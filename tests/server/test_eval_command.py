@@ -58,3 +58,20 @@ def test_eval_against_a_dead_server_says_so(kg_server: KGServer, tmp_path: Path)
                  "--client-id", "x", "--client-secret-file", str(kg_server.credentials_path))
     assert done.returncode == 1
     assert "http://127.0.0.1:9" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_eval_reports_each_of_several_sets(kg_server: KGServer, tmp_path: Path) -> None:
+    first, second = tmp_path / "small.toml", tmp_path / "other.toml"
+    first.write_text(SET)
+    second.write_text(SET.replace('name = "small"', 'name = "other"').replace(
+        '"compress data with gzip"', '"decompress a gzip file"'))
+    done = _eval(kg_server, "--set", str(first), "--set", str(second), "--json")
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["sets"]
+    assert [run["set"] for run in runs] == ["small", "other"]
+    assert all(run["summary"]["gibberish_listing_anything"] == 0 for run in runs)
+    text = _eval(kg_server, "--set", str(first), "--set", str(second)).stdout
+    assert "set 'small'" in text and "set 'other'" in text
+    table = text.split("\n\n")[-1].splitlines()
+    assert table[0].split()[:2] == ["set", "default"]
+    assert [line.split()[0] for line in table[1:]] == ["small", "other"]

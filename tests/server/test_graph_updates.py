@@ -58,9 +58,10 @@ def doc(text: str, name: str, ontology: str = "kitchen"):
 
 
 def ranking(index: ConceptIndex, graph: KnowledgeGraph, query: str) -> list[tuple[str, float]]:
-    vector = graph.embedder.encode_one(query)
-    return [(c, round(s, 5)) for c, s in index.search(
-        vector, 0.0, keyword=graph.keyword_scores(query, index))]
+    reading = graph.read(query)
+    vector, keyword = graph.scored_query(
+        reading, graph.embedder.encode_one(reading.embedded_text(query)), index)
+    return [(c, round(s, 5)) for c, s in index.search(vector, 0.0, keyword=keyword)]
 
 
 def admin_default(graph: KnowledgeGraph) -> None:

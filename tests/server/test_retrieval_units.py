@@ -23,7 +23,9 @@ from kg_fuse.server.calibrate import (
     probe_queries,
 )
 from kg_fuse.server.index import ConceptIndex, merge
+from kg_fuse.server.lexicon import wordnet
 from kg_fuse.server.store import Store
+from kg_fuse.server.understand import TYPO_PENALTY, read_query
 from kg_fuse.server.views import WEIGHTS, fuse, split_name, view_texts
 
 
@@ -174,8 +176,8 @@ def store(tmp_path: Path) -> Store:
 
 def scores(store: Store, query: str) -> dict[str, float]:
     with store.locked() as conn:
-        vocab = keywords.load_vocabulary(conn)
-        return keywords.keyword_scores(conn, query, store.concept_count(), vocab)
+        reading = read_query(query, keywords.load_vocabulary(conn), wordnet())
+        return keywords.keyword_scores(conn, reading, store.concept_count()).scores
 
 
 def test_keyword_scores_are_normalised_and_prefer_full_matches(store: Store) -> None:
@@ -194,7 +196,7 @@ def test_unknown_tokens_pull_the_keyword_score_down(store: Store) -> None:
 
 
 def test_typos_match_at_half_weight_only_for_long_tokens(store: Store) -> None:
-    assert 0.2 < scores(store, "pathnme")["c_join"] <= keywords.TYPO_PENALTY
+    assert 0.2 < scores(store, "pathnme")["c_join"] <= TYPO_PENALTY
     assert scores(store, "sqrr") == {}  # four letters: never corrected
 
 
@@ -230,47 +232,21 @@ def test_deleting_a_concept_deletes_its_text(store: Store) -> None:
     assert "c_sqrt" not in scores(store, "square root")
 
 
-def test_familiarity_discounts_queries_made_of_words_the_corpus_never_uses() -> None:
-    vocab = frozenset({"sort", "list", "square", "root", "pathname", "the"})
-    assert keywords.unknown_fraction("sort a list", vocab) == 0.0  # "a": too short to count
-    assert keywords.unknown_fraction("xkcdq", vocab) == 1.0
-    assert keywords.unknown_fraction("sort the zzyzx", vocab) == 0.5  # "the": a stop word
-    assert keywords.unknown_fraction("pathnme", vocab) == keywords.TYPO_PENALTY  # one typo
-    for no_words in ("12345", "!!!???", "= :() 87&>6[<8", "", "x 1 y"):
-        assert keywords.unknown_fraction(no_words, vocab) == 1.0
-    d = keywords.UNFAMILIAR_DISCOUNT
-    assert keywords.familiarity("sort a list", vocab) == 1.0
-    assert keywords.familiarity("sort qwerty", vocab) == pytest.approx(1 - d / 2)
-    assert keywords.familiarity("pathnme", vocab) == pytest.approx(1 - d / 2)  # a typo
-    for unknown in ("qwerty", "xkcdq zzyzx", "12345", "= :() 87&>6[<8"):
-        assert keywords.familiarity(unknown, vocab) == 0.0  # no word known: no evidence
-    # function words do not count: a corpus that never says "why" or "my" knows the query
-    assert keywords.unknown_fraction("why is my list sorted", vocab | {"sorted"}) == 0.0
-    assert keywords.unknown_fraction("why is my zzyzx", vocab) == 1.0
-    assert keywords.unknown_fraction("why me", vocab) == 1.0  # only function words
-    assert keywords.familiarity("qwerty", frozenset()) == 1.0  # no corpus: no judgement
-    # the words named back to the user: wholly unknown ones, typos and stop words aside
-    assert keywords.unknown_words("why sort the pathnme qwerty", vocab) == ["qwerty"]
-    assert keywords.unknown_words("12345 !!!", vocab) == []
-    assert keywords.unknown_words("qwerty sort QWERTY", vocab) == ["qwerty"]  # once
-    assert keywords.unknown_words("qwerty", frozenset()) == []
-
-
 def test_the_term_cache_gives_the_same_scores_without_touching_sqlite(store: Store) -> None:
     cache = keywords.TermCache()
     queries = ["sort a list", "pathnme", "square root sqrt", "blorf", "NEAR(sort list)"]
     with store.locked() as conn:
         vocab = keywords.load_vocabulary(conn)
+        readings = [read_query(q, vocab, wordnet()) for q in queries]
         total = store.concept_count()
-        fresh = [keywords.keyword_scores(conn, q, total, vocab) for q in queries]
-        first = [keywords.keyword_scores(conn, q, total, vocab, cache=cache) for q in queries]
+        fresh = [keywords.keyword_scores(conn, r, total) for r in readings]
+        first = [keywords.keyword_scores(conn, r, total, cache=cache) for r in readings]
     assert first == fresh
     statements: list[str] = []
     with store.locked() as conn:
         conn.set_trace_callback(statements.append)
         try:
-            again = [keywords.keyword_scores(conn, q, total, vocab, cache=cache)
-                     for q in queries]
+            again = [keywords.keyword_scores(conn, r, total, cache=cache) for r in readings]
         finally:
             conn.set_trace_callback(None)
     assert again == fresh and statements == []

@@ -39,7 +39,8 @@ def test_response_has_every_contract_field(http: httpx.Client) -> None:
     body = search(http, RELEVANT, limit=5)
     assert set(body) == {"query", "count", "results", "below_threshold_count",
                          "suggested_threshold", "top_match", "threshold_used", "offset",
-                         "threshold_presets", "unknown_words"}  # the last two: ours
+                         "threshold_presets", "unknown_words", "expanded_words",
+                         "near_misses", "near_miss_threshold"}  # the last five: ours
     assert body["query"] == RELEVANT and body["offset"] == 0
     assert body["unknown_words"] == []  # the corpus uses every word of it
     assert body["count"] == len(body["results"]) == 5

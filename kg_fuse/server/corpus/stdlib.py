@@ -44,6 +44,8 @@ EXAMPLES_MAX_CHARS = 2000
 #: Bumped when the builder adds kinds of concepts; a store built by an older version
 #: gains the new documents at the next start (2: compiled modules and built-ins).
 CORPUS_VERSION = 2
+#: The settings key recording which stdlib corpus a store holds.
+STDLIB_MARKER_KEY = "stdlib_corpus"
 
 _PARAGRAPH_SPLIT = re.compile(r"\n\s*\n")
 _WHITESPACE = re.compile(r"\s+")
@@ -276,3 +278,28 @@ def build_stdlib_corpus(modules: Iterable[str] | None = None, root: Path | None 
     log.info("stdlib corpus: %d modules parsed, %d read live, %d concepts", parsed,
              len(docs) - parsed, sum(len(d.concepts) for d in docs))
     return docs
+
+
+def stdlib_docs_to_store(marker: object, modules: list[str] | None
+                         ) -> tuple[dict | None, list[DocumentSpec]]:
+    """The stdlib documents a store with this ``marker`` still lacks, and the marker to
+    record once they are stored (``None``: nothing to record)."""
+    wanted = {"corpus": "stdlib", "modules": sorted(modules) if modules else None,
+              "version": CORPUS_VERSION}
+    if marker == wanted:
+        log.info("stdlib corpus already in the store (%s modules)",
+                 len(modules) if modules else "all")
+        return None, []
+    if isinstance(marker, dict) and marker.get("modules") == wanted["modules"]:
+        # An older build of the same corpus: documents are keyed by content, so only
+        # what the newer builder adds (compiled modules, built-ins) is stored.
+        log.info("upgrading the stdlib corpus from version %s to %s",
+                 marker.get("version", 1), CORPUS_VERSION)
+        return wanted, build_stdlib_corpus(modules)
+    if marker is not None:
+        log.warning("store holds a stdlib corpus built with modules=%s; keeping it "
+                    "(use a fresh --data-dir to change it)", marker.get("modules"))
+        return None, []
+    log.info("building the stdlib corpus (%s modules)",
+             len(modules) if modules else "all")
+    return wanted, build_stdlib_corpus(modules)

@@ -1,0 +1,208 @@
+"""Knowledge of English for queries: word forms and WordNet's synonyms and hypernyms.
+
+A user asks in their own words; the corpus uses others. Two kinds of knowledge bridge
+them without guessing from spelling:
+
+* **word forms**: a Snowball (Porter 2) stem plus WordNet's base forms, which also know
+  the irregular ones (``children`` -> ``child``, ``ran`` -> ``run``);
+* **meaning**: WordNet, the lexical database, read from its own database files (Debian's
+  ``wordnet-base``: ``index.*``, ``data.*``, ``*.exc``). Those files are sorted and
+  addressed by byte offset, so a word is found by binary search over a memory map and
+  nothing is loaded into memory up front.
+
+Without the database files the lexicon is empty (:attr:`WordNet.available` is false):
+searches then work on word forms alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import snowballstemmer
+
+log = logging.getLogger(__name__)
+
+#: Where WordNet's database files are looked for (``KG_WORDNET_DIR`` first).
+WORDNET_DIRS = ("/usr/share/wordnet", "/usr/local/share/wordnet",
+                "/usr/share/wordnet/dict", "/opt/homebrew/share/wordnet/dict")
+POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+#: WordNet's detachment rules (morphy): inflected ending -> base ending, per part of speech.
+DETACH = {
+    "n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
+          ("shes", "sh"), ("men", "man"), ("ies", "y")),
+    "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""),
+          ("ing", "e"), ("ing", "")),
+    "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
+    "r": (),
+}
+#: Pointer symbols followed for expansion: hypernyms (a spaghetti is a pasta), instance
+#: hypernyms, derivationally related forms (compress -> compression), adjective
+#: similarity, and pertainyms (adverb -> its adjective).
+HYPERNYMS = ("@", "@i")
+RELATED = ("+", "&", "\\")
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The Snowball English stem of a lower-case word."""
+    return _stemmer.stemWord(word)
+
+
+@dataclass(frozen=True)
+class Synset:
+    """One meaning: its words, its pointers (symbol, offset, pos) and its gloss."""
+
+    pos: str
+    offset: int
+    words: tuple[str, ...]
+    pointers: tuple[tuple[str, int, str], ...]
+    gloss: str
+    acronyms: frozenset[str] = frozenset()  # its words written in capitals (NIH, XXX)
+
+
+class _SortedLines:
+    """A sorted text file searched by its first field, over a memory map."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with open(path, "rb") as f:
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def line_at(self, pos: int) -> tuple[int, bytes]:
+        """The start and text of the first whole line starting at or after ``pos``."""
+        if pos > 0:
+            nl = self.map.find(b"\n", pos - 1)
+            pos = len(self.map) if nl < 0 else nl + 1
+        end = self.map.find(b"\n", pos)
+        end = len(self.map) if end < 0 else end
+        return pos, self.map[pos:end]
+
+    def find(self, key: str) -> bytes | None:
+        """The line whose first field is ``key`` (the files sort bytewise)."""
+        if not key or " " in key or not key.isascii():
+            return None
+        want = key.encode()
+        lo, hi = 0, len(self.map)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            start, line = self.line_at(mid)
+            if start >= len(self.map):
+                hi = mid
+                continue
+            first = line.split(b" ", 1)[0]
+            if first < want:  # the licence header's lines start with spaces: first too
+                lo = start + len(line) + 1
+            elif first > want:
+                hi = mid
+            else:
+                return line
+        start, line = self.line_at(lo)
+        return line if line.split(b" ", 1)[0] == want else None
+
+    def read_at(self, offset: int) -> bytes:
+        end = self.map.find(b"\n", offset)
+        return self.map[offset:end if end >= 0 else len(self.map)]
+
+
+class WordNet:
+    """Read-only WordNet over its database files; every lookup is a binary search."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root
+        self._index: dict[str, _SortedLines] = {}
+        self._data: dict[str, _SortedLines] = {}
+        self._exceptions: dict[str, dict[str, tuple[str, ...]]] = {}
+        if root is None:
+            return
+        for pos, name in POS_FILES.items():
+            self._index[pos] = _SortedLines(root / f"index.{name}")
+            self._data[pos] = _SortedLines(root / f"data.{name}")
+            exc: dict[str, tuple[str, ...]] = {}
+            exc_path = root / f"{name}.exc"
+            if exc_path.exists():
+                for line in exc_path.read_text(encoding="latin-1").splitlines():
+                    inflected, *bases = line.split()
+                    exc[inflected] = tuple(bases)
+            self._exceptions[pos] = exc
+
+    @property
+    def available(self) -> bool:
+        return bool(self._index)
+
+    def base_forms(self, word: str, pos: str) -> list[str]:
+        """The word's dictionary forms in this part of speech (WordNet's morphy)."""
+        candidates = [word, *self._exceptions.get(pos, {}).get(word, ())]
+        candidates += [word[: -len(old)] + new for old, new in DETACH[pos]
+                       if word.endswith(old) and len(word) > len(old) + 1]
+        return [c for c in dict.fromkeys(candidates) if self._index[pos].find(c)]
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - one lexicon per process, never freed
+    def synsets(self, word: str, pos: str) -> tuple[Synset, ...]:
+        """The word's meanings in this part of speech, most frequent first."""
+        if not self.available:
+            return ()
+        found: list[Synset] = []
+        for lemma in self.base_forms(word.replace(" ", "_"), pos):
+            line = self._index[pos].find(lemma)
+            if line is None:
+                continue
+            fields = line.decode("latin-1").split()
+            synset_count, pointer_count = int(fields[2]), int(fields[3])
+            offsets = fields[6 + pointer_count:6 + pointer_count + synset_count]
+            found += [self.synset(pos, int(o)) for o in offsets]
+        return tuple(dict.fromkeys(found))
+
+    @lru_cache(maxsize=32768)  # noqa: B019
+    def synset(self, pos: str, offset: int) -> Synset:
+        data_pos = "a" if pos == "s" else pos
+        text = self._data[data_pos].read_at(offset).decode("latin-1")
+        head, _, gloss = text.partition(" | ")
+        fields = head.split()
+        word_count = int(fields[3], 16)
+        written = [fields[4 + 2 * i].split("(")[0] for i in range(word_count)]
+        words = tuple(w.lower() for w in written)
+        acronyms = frozenset(w.lower() for w in written if len(w) > 1 and w.isupper())
+        at = 4 + 2 * word_count
+        pointer_count = int(fields[at])
+        pointers = tuple((fields[at + 1 + 4 * i], int(fields[at + 2 + 4 * i]),
+                          fields[at + 3 + 4 * i]) for i in range(pointer_count))
+        return Synset(data_pos, offset, words, pointers, gloss.strip(), acronyms)
+
+    def sense_counts(self, word: str) -> dict[str, int]:
+        """How many meanings the word has, per part of speech (none: absent)."""
+        counts = {}
+        for pos in POS_FILES:
+            if n := len(self.synsets(word, pos)):
+                counts[pos] = n
+        return counts
+
+    def knows(self, word: str) -> bool:
+        """Whether the word (in any of its forms) is an English word WordNet lists."""
+        return self.available and any(self.base_forms(word, pos) for pos in POS_FILES)
+
+
+def find_wordnet() -> Path | None:
+    """The first folder holding WordNet's database files, or None."""
+    configured = os.environ.get("KG_WORDNET_DIR")
+    for folder in ([configured] if configured else []) + list(WORDNET_DIRS):
+        if folder and (Path(folder) / "index.noun").exists() and (
+                Path(folder) / "data.noun").exists():
+            return Path(folder)
+    return None
+
+
+@lru_cache(maxsize=1)
+def wordnet() -> WordNet:
+    """The process's WordNet (empty, with a warning, when no database is installed)."""
+    root = find_wordnet()
+    if root is None:
+        log.warning("no WordNet database found (install Debian's wordnet-base, or set "
+                    "KG_WORDNET_DIR): queries are matched by word forms only")
+    return WordNet(root)

@@ -1,0 +1,382 @@
+"""Reading a query in the user's words: what each word is in this corpus's words.
+
+Every word of a query (function words left out) is read as one of:
+
+* ``corpus``: the corpus uses it;
+* ``form``: the corpus uses another form of it (``bake`` finds ``baking``,
+  ``children`` finds ``child``: same Snowball stem, or a WordNet base form);
+* ``typo``: one edit from a corpus word (five or more letters, not an English word);
+* ``name``: a token too short or too repetitive to mean anything by itself, or a short
+  non-English one (``ss``, ``xxx``, ``foo``, ``cwd``, the parts of ``ab-cd``): evidence
+  only where a concept's name holds it (``ls``, ``os``, ``re``, ``getcwd``), since
+  corpora use such tokens everywhere as options, placeholders and examples;
+* ``meaning``: an English word the corpus never uses, read through WordNet: its
+  synonyms, the broader terms it is a kind of (``spaghetti`` is a ``pasta``) and
+  derived words, as far as this corpus uses them, each weighted below the word itself;
+* ``english``: an English word with no such bridge into this corpus;
+* ``unknown``: no word of English nor of the corpus (``xkcdq``, ``qwerty``);
+* ``number``: digits beside words, looked up as keywords only (``thing 12``).
+
+A word's *unfamiliarity* (0 = the corpus's own word, 1 = unknown) lowers the query's
+vector score (:meth:`QueryReading.familiarity`); its *alternatives* are the corpus
+words the keyword index looks up for it; its bridges are added to the embedded text.
+Spelling alone is never taken for meaning: a typo needs a non-word, and WordNet links
+words by meaning only.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kg_fuse.server.lexicon import POS_FILES, WordNet, stem, wordnet
+
+MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
+TYPO_MIN_CHARS = 5
+TYPO_PENALTY = 0.5
+#: How much of the vector score a query loses as its words grow unfamiliar.
+UNFAMILIAR_DISCOUNT = 0.4
+#: Unfamiliarity by reading (``meaning`` is 1 - its best bridge's factor).
+UNFAMILIARITY = {"corpus": 0.0, "form": 0.0, "typo": TYPO_PENALTY}
+#: Whether a concept answers the query at all is weighed word by word. For it: each of
+#: the corpus's own words or forms 1, a name token found in its name 1, a typo 0.5, a
+#: word read through its meaning the factor of its bridge found there. Against it: a
+#: word whose meaning WordNet bridges into the corpus but not here 1, a name token
+#: found in other names only 1, a non-word 0.5, an English word with no bridge into
+#: the corpus 0.4 (the model may still know it). Where the words against outweigh the
+#: words for it, the query is noise at that concept and scores 0 there however its
+#: letters happen to embed: "plinth wobble" at a concept about tilting, "dib dab dob",
+#: "--foo", "xkcdq"; "cornmeal porridge" (one of each) and "lempel ziv markov chain
+#: compression" (two names WordNet lacks, two of the corpus's words) still count.
+MISSING_WEIGHT = {"meaning": 1.0, "name": 1.0, "unknown": 0.5, "english": 0.4}
+_SUPPORT = {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0}
+#: What a bridge carries of the word's weight, by relation.
+BRIDGE_FACTORS = {"synonym": 0.8, "broader": 0.6, "related": 0.6, "broader2": 0.4,
+                  "gloss": 0.45}
+MULTIWORD_FACTOR = 0.75  # a word out of a multi-word name ("loaf of bread" -> bread)
+SENSES = 3               # meanings read per part of speech, most frequent first
+SENSE_DECAY = 0.85       # each less frequent meaning counts this much less
+MAX_BRIDGES = 6          # corpus words kept per query word
+EMBEDDED_BRIDGES = 2     # of them, added to the embedded text: what the word *is*
+EMBEDDED_VIAS = ("synonym", "broader")  # (a related word may be another sense's)
+EMBED_BRIDGES_UP_TO = 2  # words in a query whose bridges are embedded with it
+MIN_WORD_CHARS = 3       # shorter words are not looked up in WordNet (ss, xx, a)
+MIN_FORM_CHARS = 4       # shorter words have no other forms (oop is not oops)
+SHORT_TOKEN_CHARS = 4    # a non-English token this short counts only in names (foo, cwd)
+AFFIX_CHARS = 3          # ... also in a name word it ends, after at most this much more
+#: A definition's word bridges only when it names a thing or an action, and a specific
+#: one: at most this many meanings in all ("omelet", "fried"; not "form", "large").
+GLOSS_MAX_SENSES = 5
+
+_TOKEN = re.compile(r"[^\W_]+")
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+#: English function words (the Snowball stop list): whether a corpus happens to use
+#: "why" or "my" says nothing about whether a query is about its subject.
+_STOPWORDS = """
+i me my myself we our ours ourselves you your yours yourself yourselves he him his
+himself she her hers herself it its itself they them their theirs themselves what which
+who whom this that these those am is are was were be been being have has had having do
+does did doing a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on
+off over under again further then once here there when where why how all any both each
+few more most other some such no nor not only own same so than too very can will just
+don should now
+"""
+STOPWORDS = frozenset(_STOPWORDS.split())
+
+
+def fold(text: str) -> str:
+    """Lower case, diacritics removed (as FTS5's unicode61 tokenizer does)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text)
+                   if not unicodedata.combining(c)).lower()
+
+
+def tokens(text: str) -> list[str]:
+    """Distinct lower-case word tokens, diacritics removed."""
+    return list(dict.fromkeys(_TOKEN.findall(fold(text))))[:MAX_TERMS]
+
+
+def text_words(texts: Iterable[str]) -> set[str]:
+    """Every token of some texts, as the keyword index cuts them (for the vocabulary)."""
+    return {t for text in texts for t in _TOKEN.findall(fold(text))}
+
+
+def judged_words(query: str) -> list[str]:
+    """The words a query is read by: tokens of two or more characters with a letter in
+    them, English function words left out (a query of nothing else, ``-in``, ``of the``,
+    asks for nothing)."""
+    return [t for t in tokens(query) if len(t) >= 2 and any(c.isalpha() for c in t)
+            and t not in STOPWORDS]
+
+
+def edits1(word: str) -> set[str]:
+    """Every string one deletion, transposition, replacement or insertion away."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    transposes = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserts = {a + c + b for a, b in splits for c in _LETTERS}
+    return (deletes | transposes | replaces | inserts) - {word}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The corpus's words, and its words by stem (for word forms)."""
+
+    words: frozenset[str] = frozenset()
+    by_stem: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the words of concepts' names (a short token counts where a name holds it)
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, words: Iterable[str], names: Iterable[str] = ()) -> Vocabulary:
+        words = frozenset(words)
+        stems: dict[str, list[str]] = defaultdict(list)
+        for word in sorted(words):
+            stems[stem(word)].append(word)
+        return cls(words, {s: tuple(ws) for s, ws in stems.items()}, frozenset(names))
+
+    def with_words(self, new: Iterable[str]) -> Vocabulary:
+        """This vocabulary and ``new`` (removed words may linger: a stale word matches
+        nothing)."""
+        added = set(new) - self.words
+        if not added:
+            return self
+        by_stem = dict(self.by_stem)
+        for word in sorted(added):
+            by_stem[stem(word)] = (*by_stem.get(stem(word), ()), word)
+        return Vocabulary(self.words | added, by_stem, self.names)
+
+    def with_names(self, names: Iterable[str]) -> Vocabulary:
+        return Vocabulary(self.words, self.by_stem, frozenset(names))
+
+    def names_holding(self, token: str) -> tuple[str, ...]:
+        """Name words that are the token, or end with it after a short prefix (``cwd`` in
+        ``getcwd``, ``env`` in ``getenv``; not ``foo`` in ``footer``)."""
+        if token in self.names:
+            return (token,)
+        if token_shaped(token):  # two letters are inside too many words (ss: process)
+            return ()
+        return tuple(sorted(n for n in self.names if len(n) <= len(token) + AFFIX_CHARS
+                            and n.endswith(token)))[:MAX_BRIDGES]
+
+    def __bool__(self) -> bool:
+        return bool(self.words)
+
+    def forms(self, word: str) -> tuple[str, ...]:
+        """Corpus words sharing the word's stem."""
+        return self.by_stem.get(stem(word), ())
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A corpus word standing for a query word, and how much of it it carries
+    (``via="name"``: only where a concept's name holds it)."""
+
+    term: str
+    factor: float
+    via: str
+
+
+@dataclass(frozen=True)
+class WordReading:
+    word: str
+    kind: str
+    alternatives: tuple[Bridge, ...] = ()
+
+
+@dataclass(frozen=True)
+class QueryReading:
+    """Each judged word of a query, read against one corpus."""
+
+    words: tuple[WordReading, ...]
+    judged: bool = True  # False when there is no corpus to judge against
+
+    def familiarity(self, bridged: Mapping[int, float] | None = None) -> float:
+        """The factor a concept's vector score is multiplied by, given which words read
+        through WordNet or by a name have their bridge in its text (``bridged``: word
+        position -> the best such bridge's factor; ``None``: every word at its best).
+
+        The corpus's own words (and forms, typos) count everywhere; a word read through
+        its meaning or a name counts where its bridge occurs, and is unknown elsewhere.
+        1 for the corpus's own words, lower as they grow unfamiliar; 0 where the words
+        against the concept outweigh those for it (:data:`MISSING_WEIGHT`), and for a
+        query without words: its cosines there are where the model happens to put
+        random letters or unrelated words.
+        """
+        if not self.judged:
+            return 1.0
+        judged = [(i, w) for i, w in enumerate(self.words) if w.kind != "number"]
+        if not judged:
+            return 0.0
+        unfamiliar = []
+        for position, word in judged:
+            if word.kind in ("corpus", "form", "typo"):
+                unfamiliar.append(UNFAMILIARITY[word.kind])
+            elif word.kind in ("meaning", "name") and word.alternatives and (
+                    bridged is None or position in bridged):
+                factor = (max(b.factor for b in word.alternatives) if bridged is None
+                          else bridged[position])
+                unfamiliar.append(1.0 - factor)
+            else:
+                unfamiliar.append(None)
+        support = sum(_SUPPORT.get(word.kind, 0.0) if word.kind != "meaning" or u is None
+                      else 1.0 - u for (_, word), u in zip(judged, unfamiliar, strict=True)
+                      if u is not None)
+        against = sum(MISSING_WEIGHT[word.kind] for (_, word), u in zip(
+            judged, unfamiliar, strict=True) if u is None)
+        if against > support or support == 0:
+            return 0.0
+        mean = sum(1.0 if u is None else u for u in unfamiliar) / len(unfamiliar)
+        return 1.0 - UNFAMILIAR_DISCOUNT * mean
+
+    def unknown_words(self) -> list[str]:
+        """Words with no bridge into the corpus (what to rephrase)."""
+        return [w.word for w in self.words if w.kind in ("english", "unknown")]
+
+    def expansions(self) -> dict[str, list[str]]:
+        """Query word -> the corpus words it was read as (forms, typos, meanings)."""
+        return {w.word: [b.term for b in w.alternatives] for w in self.words
+                if w.kind not in ("corpus", "name", "number") and w.alternatives}
+
+    def embedded_text(self, query: str) -> str:
+        """The text to embed: the query, followed by the meanings WordNet gave its
+        unfamiliar words (``spaghetti`` -> ``spaghetti (pasta)``), so the model reads
+        them in the corpus's words too."""
+        if len([w for w in self.words if w.kind != "number"]) > EMBED_BRIDGES_UP_TO:
+            return query  # a longer query gives the model its own context
+        extra = [b.term for w in self.words if w.kind == "meaning"
+                 for b in [b for b in w.alternatives if b.via in EMBEDDED_VIAS][
+                     :EMBEDDED_BRIDGES]]
+        return f"{query} ({', '.join(dict.fromkeys(extra))})" if extra else query
+
+
+def _bridges(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> list[Bridge]:
+    """Corpus words WordNet relates to ``word``, best first (at most MAX_BRIDGES)."""
+    found: dict[str, Bridge] = {}
+
+    def offer(lemmas: Iterable[str], factor: float, via: str) -> None:
+        for lemma in lemmas:
+            parts = lemma.split("_")
+            weight = factor if len(parts) == 1 else factor * MULTIWORD_FACTOR
+            for part in parts:
+                if part == word or part in STOPWORDS or len(part) < MIN_WORD_CHARS \
+                        or not part.isalpha():
+                    continue
+                if len(parts) > 1 and not _specific(part, lexicon):
+                    continue  # "loaf of bread": bread; "hang around": nothing
+                terms = (part,) if part in vocabulary.words else vocabulary.forms(part)
+                if not terms and len(parts) == 1:  # the same meaning in the corpus's
+                    terms = _synonyms_in(part, vocabulary, lexicon)  # spelling: omelette
+                for term in terms:
+                    if term not in found or found[term].factor < weight:
+                        found[term] = Bridge(term, round(weight, 3), via)
+
+    for pos in POS_FILES:
+        # an abbreviation's meaning (NIH, XXX) is not the word's: a short query word
+        # that happens to spell one bridges to the agency, not to what the user meant
+        senses = [s for s in lexicon.synsets(word, pos) if word not in s.acronyms]
+        for rank, synset in enumerate(senses[:SENSES]):
+            decay = SENSE_DECAY ** rank
+            offer(synset.words, BRIDGE_FACTORS["synonym"] * decay, "synonym")
+            if rank == 0:  # the definition's words ("frittata: an omelet with ...")
+                definition = synset.gloss.split('; "')[0]
+                offer([t for t in tokens(definition) if _specific(t, lexicon)],
+                      BRIDGE_FACTORS["gloss"], "gloss")
+            for symbol, offset, target_pos in synset.pointers:
+                if symbol in ("@", "@i"):
+                    broader = lexicon.synset(target_pos, offset)
+                    offer(broader.words, BRIDGE_FACTORS["broader"] * decay, "broader")
+                    for s2, o2, p2 in broader.pointers:
+                        if s2 in ("@", "@i"):
+                            offer(lexicon.synset(p2, o2).words,
+                                  BRIDGE_FACTORS["broader2"] * decay, "broader")
+                elif symbol in ("+", "&", "\\"):
+                    offer(lexicon.synset(target_pos, offset).words,
+                          BRIDGE_FACTORS["related"] * decay, "related")
+    rank = {via: i for i, via in enumerate(BRIDGE_FACTORS)}
+    return sorted(found.values(), key=lambda b: (-b.factor, rank[b.via], b.term)
+                  )[:MAX_BRIDGES]
+
+
+def _synonyms_in(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> tuple[str, ...]:
+    """Corpus words among the synonyms of the word's most frequent noun meaning."""
+    senses = lexicon.synsets(word, "n")[:1]
+    return tuple(w for s in senses for w in s.words if w != word and w in vocabulary.words)
+
+
+def _specific(word: str, lexicon: WordNet) -> bool:
+    """A thing or an action, and a specific one (few meanings in all): ``omelet``,
+    ``fried``; not ``form``, ``give``, ``large`` or ``gently``."""
+    senses = lexicon.sense_counts(word) if word.isalpha() else {}
+    return ("n" in senses or "v" in senses) and sum(senses.values()) <= GLOSS_MAX_SENSES
+
+
+def _base_form_terms(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> list[str]:
+    """Corpus words sharing a stem with one of the word's WordNet base forms (irregular
+    forms the stemmer misses: ``children`` -> ``child``)."""
+    terms: list[str] = []
+    for pos in POS_FILES:
+        for base in lexicon.base_forms(word, pos) if lexicon.available else ():
+            terms += vocabulary.forms(base)
+    return list(dict.fromkeys(terms))
+
+
+def token_shaped(word: str) -> bool:
+    """Two characters, or one character repeated: an option letter or a placeholder."""
+    return len(word) <= 2 or len(set(word)) == 1
+
+
+def short_token(word: str, lexicon: WordNet | None = None) -> bool:
+    """An option letter, a placeholder, an abbreviation: token-shaped, or a non-English
+    token of at most SHORT_TOKEN_CHARS characters. Such tokens mean something only where
+    a concept's name holds them."""
+    lexicon = lexicon or wordnet()
+    return token_shaped(word) or (len(word) <= SHORT_TOKEN_CHARS and lexicon.available
+                                  and not (word.isalpha() and lexicon.knows(word)))
+
+
+def read_word(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReading:
+    """How the corpus can understand one query word (see the module docstring)."""
+    if short_token(word, lexicon):  # only names tell
+        if word not in vocabulary.words:
+            return WordReading(word, "unknown")
+        # in the corpus: evidence where a name holds it, against the concept elsewhere
+        return WordReading(word, "name", tuple(Bridge(n, 1.0, "name")
+                                               for n in vocabulary.names_holding(word)))
+    return _read_word(word, vocabulary, lexicon)
+
+
+def _read_word(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReading:
+    if word in vocabulary.words:
+        return WordReading(word, "corpus", (Bridge(word, 1.0, "corpus"),))
+    forms = [] if len(word) < MIN_FORM_CHARS else (
+        list(vocabulary.forms(word)) or _base_form_terms(word, vocabulary, lexicon))
+    if forms:
+        return WordReading(word, "form", tuple(Bridge(t, 1.0, "form") for t in forms))
+    english = len(word) >= MIN_WORD_CHARS and word.isalpha() and lexicon.knows(word)
+    if english:
+        bridges = _bridges(word, vocabulary, lexicon)
+        return WordReading(word, "meaning", tuple(bridges)) if bridges else WordReading(
+            word, "english")
+    if len(word) >= TYPO_MIN_CHARS and word.isalpha() and word.isascii():
+        near = sorted(edits1(word) & vocabulary.words)
+        if near:
+            return WordReading(word, "typo", tuple(Bridge(t, TYPO_PENALTY, "typo")
+                                                    for t in near))
+    return WordReading(word, "unknown")
+
+
+def read_query(query: str, vocabulary: Vocabulary, lexicon: WordNet) -> QueryReading:
+    """Every judged word of the query, read against this corpus (no corpus: no
+    judgement)."""
+    if not vocabulary:
+        return QueryReading((), judged=False)
+    words = [read_word(w, vocabulary, lexicon) for w in judged_words(query)]
+    if words:  # numbers count as keywords beside words ("thing 12"), never alone
+        words += [WordReading(t, "number", (Bridge(t, 1.0, "corpus"),)) for t in tokens(query)
+                  if t.isdigit() and len(t) >= 2 and t in vocabulary.words]
+    return QueryReading(tuple(words))

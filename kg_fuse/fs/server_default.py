@@ -2,17 +2,20 @@
 
 The client never hard-codes a default. It learns it, cheapest first:
 
-1. from ``threshold_used`` of every search that omitted ``min_similarity`` (the listings'
+1. from the epoch response, which the poller fetches every ``--poll-interval`` anyway and
+   which the embedded server extends with the default and its presets (any user);
+2. from ``threshold_used`` of every search that omitted ``min_similarity`` (the listings'
    own searches: free);
-2. from the admin endpoint, when the client may read it (a cheap GET; the poller asks it
-   every ``--poll-interval``);
-3. otherwise, when someone needs the value (``.meta/threshold``, a creation probe) and the
+3. from the admin endpoint, when the server's epoch does not carry the default (the
+   platform) and the client may read it (a cheap GET, every ``--poll-interval``);
+4. otherwise, when someone needs the value (``.meta/threshold``, a creation probe) and the
    last one is older than ``ttl`` (``--max-age``), from a one-result probe search with
-   the optional enrichments off. An idle mount of an ordinary user never searches.
+   the optional enrichments off. An idle mount never searches.
 
-So a PUT of a new default shows within ``--poll-interval`` for a client allowed to read
-the admin endpoint, and within ``--max-age`` otherwise (cached listings expire then, and
-their refetch reports the new ``threshold_used``).
+So a PUT of a new default shows within ``--poll-interval`` on the embedded server for
+every client, and on the platform for a client allowed to read the admin endpoint;
+an ordinary user of the platform sees it within ``--max-age`` (cached listings expire
+then, and their refetch reports the new ``threshold_used``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Callable
 import trio
 
 from kg_fuse.client import errors
-from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
 from kg_fuse.client.retry import Backoff, RetryPolicy
 from kg_fuse.fs.threshold import DefaultOrigin
 
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 
 # An inheriting search of this text reports the default to any client (ADR-508).
 PROBE_TEXT = "kg-fuse server default probe"
+FROM_EPOCH = "the epoch poll"
 FROM_ADMIN = "the admin endpoint"
 FROM_SEARCH = "an inheriting search"
 FROM_PROBE = "a probe search"
@@ -116,9 +120,13 @@ class ServerDefault:
                 log.info("could not refresh the server default: %s", exc)
         return self.value
 
-    async def refresh(self, timeout: float | None = None) -> None:
-        """The poller's look: the admin endpoint where permitted, nothing otherwise (no
-        periodic searches); raises KgError on failure."""
+    async def polled(self, seen: Epoch, timeout: float | None = None) -> None:
+        """The poller's look: the default the epoch response carries; from a server
+        that does not publish it there, the admin endpoint where permitted, nothing
+        otherwise (no periodic searches). Raises KgError on failure."""
+        if seen.default_threshold is not None or seen.threshold_presets is not None:
+            self.observe(seen.default_threshold, seen.threshold_presets, FROM_EPOCH)
+            return
         async with self._lock:
             value, presets = await self._from_admin(timeout)
             if value is not None:

@@ -239,8 +239,8 @@ class QueryService:
         self._drop_unused_details(expired_too=True)
         self._states.trim()
         try:
-            epoch = await self.client.epoch(timeout=self.probe_timeout)
-            await self.server_default.refresh(timeout=self.probe_timeout)
+            seen = await self.client.epoch(timeout=self.probe_timeout)
+            await self.server_default.polled(seen, timeout=self.probe_timeout)
         except errors.KgError as exc:
             if self.server_error is None:
                 log.warning("server unavailable, serving cached listings: %s", exc)
@@ -250,11 +250,11 @@ class QueryService:
             log.info("server available again")
             self._results.server_back()
         self.server_error = None
-        changed = self._epoch is not None and epoch != self._epoch
+        changed = self._epoch is not None and seen.epoch != self._epoch
         if changed:
-            log.info("server content changed (epoch %s -> %s)", self._epoch, epoch)
+            log.info("server content changed (epoch %s -> %s)", self._epoch, seen.epoch)
             self.content_changed()
-        self._epoch = epoch
+        self._epoch = seen.epoch
         await self.save_if_dirty()
         return changed
 

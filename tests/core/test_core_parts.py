@@ -54,7 +54,7 @@ async def test_client_searches_and_reads_concepts_with_one_token(core: Core) -> 
         assert found.results and len(found.results) <= 5
         detail = await client.concept(found.results[0].concept_id)
         assert detail.label == found.results[0].label
-        assert await client.epoch() >= 0
+        assert (await client.epoch()).epoch >= 0
     finally:
         await client.aclose()
     assert counting.count("POST /auth/oauth/token") == 1  # the token is reused
@@ -153,15 +153,15 @@ async def test_poll_notices_new_server_content_and_drops_listings(core: Core) ->
     assert core.service.listing(query.key) is not None
     assert await core.service.poll() is False  # the first look only learns the epoch
     assert await core.service.poll() is False  # nothing changed since
-    epoch = await core.client.epoch()
+    epoch = (await core.client.epoch()).epoch
     async with core.server.http("admin") as http:
         assert (await http.post("/ontology/", json={"name": "Poll probe"})).status_code == 201
-    assert await core.client.epoch() > epoch
+    assert (await core.client.epoch()).epoch > epoch
     assert await core.service.poll() is True
     assert core.service.ttl(query.key) == 0  # the next ls fetches the listing again
-    before = await core.client.epoch()
+    before = (await core.client.epoch()).epoch
     await core.service.results(core.service.get((RELEVANT,)))
-    assert core.service.ttl(query.key) > 0 and await core.client.epoch() == before
+    assert core.service.ttl(query.key) > 0 and (await core.client.epoch()).epoch == before
 
 
 # -- the catalog --------------------------------------------------------------------------

@@ -147,7 +147,6 @@ CONTROLS: dict[str, Control] = {
     "status": Control(NodeKind.STATUS_FILE, _status),
     "query.toml": Control(NodeKind.QUERY_TOML_FILE, _toml),
 }
-CONTROL_BY_KIND = {c.kind: c for c in CONTROLS.values()}
 
 
 def control_mtime_key(owner: str, kind: NodeKind) -> str:

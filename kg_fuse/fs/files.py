@@ -17,7 +17,7 @@ from kg_fuse.fs.control import WriteSession
 from kg_fuse.fs.errors import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
 from kg_fuse.fs.handles import FileHandle
 from kg_fuse.fs.ingest import PendingFile
-from kg_fuse.fs.meta import Control, control_mtime_key
+from kg_fuse.fs.meta import Control
 from kg_fuse.fs.nodes import Node, NodeKind
 from kg_fuse.fs.tree import Behaviour, Caching, Tree, ontology_of, query_path, writing
 
@@ -33,10 +33,10 @@ async def commit(tree: Tree, control: Control, owner: str, value: object) -> Non
     no mtime: vim's "changed since reading" check compares mtimes)."""
     assert control.commit is not None and control.current is not None
     path = query_path(owner)
-    if control.current(tree.service.get(path)) == value:
+    if control.current(tree.registry.get(path)) == value:
         return
     tree.touch(owner)
-    tree.touch(control_mtime_key(owner, control.kind))
+    tree.touch(owner, control.kind)
     await control.commit(tree.service, path, value)  # state changes before any await
     await tree.settle()  # names that left stop resolving before we return
 
@@ -51,22 +51,21 @@ class ControlFile(Behaviour):
 
     async def content(self, tree: Tree, node: Node) -> bytes:
         query = tree.query(node)
-        return self.control.render(tree.service, query, tree.service.fetch_error(query.key))
+        return self.control.render(tree, query, tree.service.fetch_error(query.key))
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         # a writable control's mtime moves only with its own value
-        owner = node.owner
-        return tree.mtime_ns(control_mtime_key(owner, node.kind) if self.writable else owner)
+        return tree.mtime_ns(node.owner, node.kind if self.writable else None)
 
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Learn the server default if stale; for the status, also try to fetch the
         results it describes (both deadlines run side by side)."""
         query = tree.query(node)
         if node.kind is not NodeKind.STATUS_FILE:
-            await tree.service.current_default()
+            await tree.watcher.current_default()
             return
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(tree.service.current_default)
+            nursery.start_soon(tree.watcher.current_default)
             nursery.start_soon(tree.service.refresh_status, query)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
@@ -251,7 +250,7 @@ class DocumentFile(Behaviour):
         if not tree.allow_document_delete:
             raise NotPermitted("deleting a document needs --allow-document-delete")
         await tree.catalog.delete_document(node.name)
-        tree.service.content_changed()
+        tree.invalidation.content_changed()
         return True
 
 

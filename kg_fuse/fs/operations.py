@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 
 import pyfuse3
 
-from kg_fuse.fs.attrs import Attributes
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.control import ScratchFiles
 from kg_fuse.fs.errors import (
     FsError,
     Invalid,
@@ -28,13 +24,10 @@ from kg_fuse.fs.errors import (
     handler,
 )
 from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
-from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.kernel import TRIM_AFTER, KernelCache, give_memory_back
 from kg_fuse.fs.kinds import BEHAVIOURS, behaviour
 from kg_fuse.fs.names import PATH_MAX, decode_name
-from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
-from kg_fuse.fs.results import ResultSet
-from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.nodes import Node, NodeKind
 from kg_fuse.fs.tree import Behaviour, Caching, Entry, Tree, writing
 
 log = logging.getLogger(__name__)
@@ -47,21 +40,15 @@ class KgOperations(pyfuse3.Operations):
     supports_dot_lookup = False
     enable_writeback_cache = False
 
-    def __init__(self, service: QueryService, catalog: Catalog, ingest: IngestBox,
-                 mountpoint: str = "", allow_ontology_delete: bool = False,
-                 allow_document_delete: bool = False) -> None:
+    def __init__(self, tree: Tree, kernel: KernelCache) -> None:
+        """The parts come made and wired (``mount.assemble``)."""
         super().__init__()
-        self.service, self.catalog, self.ingest = service, catalog, ingest
-        self.inodes = InodeTable()
-        self.attrs = Attributes(started_ns=time.time_ns())
+        self.tree = tree
+        self.service, self.catalog, self.ingest = tree.service, tree.catalog, tree.ingest
+        self.inodes, self.attrs = tree.inodes, tree.attrs
         self.handles = HandleTable()
-        self.kernel = KernelCache()
-        self.tree = Tree(service, catalog, ingest, self.inodes,
-                         ScratchFiles(service.scratch), self.attrs,
-                         mountpoint, allow_ontology_delete, allow_document_delete,
-                         settle=self.kernel.flush)
+        self.kernel = kernel
         self._forgotten = 0
-        service.listen(on_refresh=self._results_refreshed, on_stale=self._results_stale)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -95,29 +82,6 @@ class KgOperations(pyfuse3.Operations):
         entry = await self._entry(node)
         node.lookups += 1
         return entry
-
-    def _results_refreshed(self, key: str, old: ResultSet | None, new: ResultSet) -> None:
-        """A listing was fetched again: the kernel forgets the names that left it and the
-        pages and sizes of results whose bytes changed (sent a moment later: this may run
-        inside a ``lookup``, while the kernel holds the directory's lock)."""
-        directory = self.inodes.find(NodeKind.QUERY_DIR, key)
-        if old is not None and directory is not None:
-            for name in old.files.keys() - new.files.keys():
-                self.kernel.forget_name(directory.inode, name)
-        for found in new.files.values():
-            node = self.inodes.find(NodeKind.RESULT_FILE, key, found.concept_id)
-            if node is not None and node.last_body and node.last_body != found.body:
-                self.kernel.forget_content(node.inode)
-        self.kernel.flush_soon()
-
-    def _results_stale(self, key: str, result_set: ResultSet) -> None:
-        """A listing may have changed (settings, server content or default): the kernel
-        forgets its names, so the next path walk asks ``lookup``, which refetches."""
-        directory = self.inodes.find(NodeKind.QUERY_DIR, key)
-        if directory is not None:
-            for name in result_set.files:
-                self.kernel.forget_name(directory.inode, name)
-        self.kernel.flush_soon()
 
     # -- lookups and attributes --------------------------------------------------------
 

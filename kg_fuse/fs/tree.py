@@ -31,9 +31,13 @@ from kg_fuse.fs.control import ScratchFiles
 from kg_fuse.fs.errors import BadHandle, IsDirectory, NoEntry, NotDirectory, NotPermitted, ReadOnly
 from kg_fuse.fs.handles import FileHandle
 from kg_fuse.fs.ingest import IngestBox
+from kg_fuse.fs.invalidation import Invalidation
 from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
+from kg_fuse.fs.planner import Planner
 from kg_fuse.fs.queries import ONTOLOGY_DIR, QueryPath, SavedQuery
+from kg_fuse.fs.registry import QueryRegistry
 from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.watcher import ServerWatcher
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +74,12 @@ async def _settled() -> None:
 
 @dataclass
 class Tree:
-    """The domain parts of one mount, which every behaviour works with."""
+    """The domain parts of one mount, which every behaviour works with (made and wired
+    by ``mount.assemble``)."""
 
     service: QueryService
+    watcher: ServerWatcher
+    invalidation: Invalidation
     catalog: Catalog
     ingest: IngestBox
     inodes: InodeTable
@@ -85,24 +92,34 @@ class Tree:
     # operations; names that left a listing stop resolving before a write returns)
     settle: Callable[[], Awaitable[None]] = _settled
 
+    @property
+    def registry(self) -> QueryRegistry:
+        return self.service.registry
+
+    @property
+    def planner(self) -> Planner:
+        return self.service.planner
+
     def query(self, node: Node) -> SavedQuery:
         """The saved query a node belongs to (NoEntry once it was removed)."""
-        return self.service.get(query_path(node.owner))
+        return self.registry.get(query_path(node.owner))
 
     async def ontology_exists(self, name: str) -> bool:
         return await self.catalog.ontology(name) is not None
 
     def queries(self, parent: QueryPath) -> list[Entry]:
-        return [Entry(q.name, NodeKind.QUERY_DIR, q.key) for q in self.service.children(parent)]
+        return [Entry(q.name, NodeKind.QUERY_DIR, q.key)
+                for q in self.registry.children(parent)]
 
-    def touch(self, owner: str) -> None:
-        """The directory ``owner`` (or one control file's value) changed now."""
+    def touch(self, owner: str, part: NodeKind | None = None) -> None:
+        """The directory ``owner`` (or, with ``part``, one of its control files' value)
+        changed now."""
         now = time.time_ns()
-        if not self.service.touch(owner, now):  # a query's are kept with its state
+        if not self.service.touch(owner, now, part):  # a query's are kept with its state
             self.attrs.touch(owner, now)
 
-    def mtime_ns(self, owner: str) -> int:
-        return self.service.meta_mtime_ns(owner) or self.attrs.meta_mtime_ns(owner)
+    def mtime_ns(self, owner: str, part: NodeKind | None = None) -> int:
+        return self.service.meta_mtime_ns(owner, part) or self.attrs.meta_mtime_ns(owner)
 
 
 class Caching(enum.Enum):

@@ -1,4 +1,4 @@
-"""What the server's default threshold is, as last learned over HTTP.
+"""Watching the server: its content epoch, and its default threshold as last learned.
 
 The client never hard-codes a default. It learns it, cheapest first:
 
@@ -16,13 +16,16 @@ So a PUT of a new default shows within ``--poll-interval`` on the embedded serve
 every client, and on the platform for a client allowed to read the admin endpoint;
 an ordinary user of the platform sees it within ``--max-age`` (cached listings expire
 then, and their refetch reports the new ``threshold_used``).
+
+Every value learned, whatever its source, goes through ``observe``; a change is handed
+to the invalidation, which decides what it drops.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
@@ -42,28 +45,38 @@ FROM_PROBE = "a probe search"
 FROM_SAVED = "saved by an earlier mount"
 
 
-class ServerDefault:
-    def __init__(
-        self,
-        client: KgApiClient,
-        ttl: float,
-        initial: float | None = None,
-        on_change: Callable[[float | None, float], None] | None = None,
-        presets: dict[str, float] | None = None,
-    ) -> None:
+class Changes(Protocol):
+    """What the watcher reports (``invalidation.Invalidation``)."""
+
+    def content_changed(self) -> None: ...
+
+    def default_changed(self, value: float, presets: dict[str, float] | None) -> None: ...
+
+    def server_back(self) -> None: ...
+
+
+class ServerWatcher:
+    """The server's epoch and default as this mount knows them (inside a trio run)."""
+
+    def __init__(self, client: KgApiClient, changes: Changes | None, ttl: float,
+                 probe_timeout: float = 2.0, initial: float | None = None,
+                 presets: dict[str, float] | None = None) -> None:
         self._client = client
+        self._changes = changes
         self.ttl = ttl
+        self.probe_timeout = probe_timeout
         self.value = initial
         # The preset values the server publishes with its default (None: not learned,
         # or a server that does not publish them: the fixed offsets apply).
         self.presets = presets
+        self.server_error: str | None = None  # why the last poll failed
+        self._epoch: int | None = None
         self._how: str | None = FROM_SAVED if initial is not None else None
         self._learned_wall: float | None = None
         self._learned_at: float | None = None
         # after a failure the server is not asked again for ``ttl`` (plus jitter)
         self._retries = Backoff(RetryPolicy(initial=ttl, maximum=ttl, jitter=min(1.0, ttl / 10)))
         self._admin_readable: bool | None = None
-        self._on_change = on_change
         self._lock = trio.Lock()
         self.probes = 0  # probe searches sent (the benchmark reports them)
 
@@ -75,6 +88,8 @@ class ServerDefault:
     def origin(self) -> DefaultOrigin:
         """The value, how it was learned and when (for ``.meta/status``)."""
         return DefaultOrigin(self.value, self._how, self._learned_wall, self.presets)
+
+    # -- the one way in for a learned default --------------------------------------------
 
     def observe(self, value: float | None, presets: dict[str, float] | None = None,
                 how: str = FROM_SEARCH) -> None:
@@ -99,10 +114,12 @@ class ServerDefault:
                                        or self.presets != previous_presets):
             log.info("server default threshold is %s (was %s), presets %s", self.value,
                      previous, self.presets or "not published")
-            if self._on_change is not None:
-                self._on_change(previous, self.value)
+            if self._changes is not None:
+                self._changes.default_changed(self.value, self.presets)
 
-    async def get(self, timeout: float | None = None) -> float | None:
+    # -- asking the server -----------------------------------------------------------------
+
+    async def current_default(self) -> float | None:
         """The default, refreshed if older than ``ttl``; the last known value if the
         server cannot be reached (None if it never was). After a failure the server is
         not asked again for ``ttl`` seconds, so a dead server costs one deadline, not one
@@ -113,32 +130,54 @@ class ServerDefault:
             if self.fresh or self._retries.waiting:
                 return self.value
             try:
-                self.observe(*await self._learn(timeout))
+                self.observe(*await self._learn())
                 self._retries.succeeded()
             except errors.KgError as exc:
                 self._retries.failed()
                 log.info("could not refresh the server default: %s", exc)
         return self.value
 
-    async def polled(self, seen: Epoch, timeout: float | None = None) -> None:
-        """The poller's look: the default the epoch response carries; from a server
-        that does not publish it there, the admin endpoint where permitted, nothing
-        otherwise (no periodic searches). Raises KgError on failure."""
+    async def poll(self) -> bool:
+        """One look at the server (two cheap GETs at most, never a search): a changed
+        epoch or default is reported. Returns whether the content changed."""
+        try:
+            seen = await self._client.epoch(timeout=self.probe_timeout)
+            await self._polled_default(seen)
+        except errors.KgError as exc:
+            if self.server_error is None:
+                log.warning("server unavailable, serving cached listings: %s", exc)
+            self.server_error = str(exc)
+            return False
+        if self.server_error is not None:
+            log.info("server available again")
+            if self._changes is not None:
+                self._changes.server_back()
+        self.server_error = None
+        changed = self._epoch is not None and seen.epoch != self._epoch
+        if changed:
+            log.info("server content changed (epoch %s -> %s)", self._epoch, seen.epoch)
+            if self._changes is not None:
+                self._changes.content_changed()
+        self._epoch = seen.epoch
+        return changed
+
+    async def _polled_default(self, seen: Epoch) -> None:
+        """The default the epoch response carries; from a server that does not publish
+        it there, the admin endpoint where permitted, nothing otherwise."""
         if seen.default_threshold is not None or seen.threshold_presets is not None:
             self.observe(seen.default_threshold, seen.threshold_presets, FROM_EPOCH)
             return
         async with self._lock:
-            value, presets = await self._from_admin(timeout)
+            value, presets = await self._from_admin()
             if value is not None:
                 self.observe(value, presets, FROM_ADMIN)
 
-    async def _from_admin(
-        self, timeout: float | None
-    ) -> tuple[float | None, dict[str, float] | None]:
+    async def _from_admin(self) -> tuple[float | None, dict[str, float] | None]:
         if self._admin_readable is False:
             return None, None
         try:
-            value, presets = await self._client.admin_default_threshold(timeout=timeout)
+            value, presets = await self._client.admin_default_threshold(
+                timeout=self.probe_timeout)
         except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
             self._admin_readable = False
             return None, None
@@ -146,12 +185,11 @@ class ServerDefault:
             self._admin_readable = True
         return value, presets
 
-    async def _learn(self, timeout: float | None
-                     ) -> tuple[float, dict[str, float] | None, str]:
-        value, presets = await self._from_admin(timeout)
+    async def _learn(self) -> tuple[float, dict[str, float] | None, str]:
+        value, presets = await self._from_admin()
         if value is not None:
             return value, presets, FROM_ADMIN
         self.probes += 1
         response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1, lean=True),
-                                             timeout=timeout)
+                                             timeout=self.probe_timeout)
         return response.threshold_used, response.threshold_presets, FROM_PROBE

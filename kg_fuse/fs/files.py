@@ -261,18 +261,15 @@ class ResultFile(Behaviour):
     caching = Caching.KEEP
     instant = True
 
-    def body_now(self, tree: Tree, node: Node) -> bytes:
+    def now(self, tree: Tree, node: Node) -> tuple[bytes, int]:
         result_set = tree.service.listing(node.owner)
         found = result_set.by_concept.get(node.name) if result_set else None
         if found is not None:
             node.last_body, node.last_mtime_ns = found.body, found.mtime_ns
-        return node.last_body
-
-    def mtime_now(self, tree: Tree, node: Node) -> int:
-        return node.last_mtime_ns
+        return node.last_body, node.last_mtime_ns
 
     async def content(self, tree: Tree, node: Node) -> bytes:
-        return self.body_now(tree, node)
+        return self.now(tree, node)[0]
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         return node.last_mtime_ns

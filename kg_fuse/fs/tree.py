@@ -140,7 +140,7 @@ class Behaviour:
     chown = False  # chmod/chown accepted (editors and ``cp -p`` set them on their files)
     caching = Caching.DIRECT
     live = False  # every read sees the current bytes, not the snapshot taken at open
-    # bytes and mtime known without waiting (``body_now``, ``mtime_now``): the hot path
+    # bytes and mtime known without waiting (``now``): the hot path
     # of result files, whose attributes and opens never await
     instant = False
 
@@ -170,11 +170,9 @@ class Behaviour:
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Bring what the node shows up to date before it is looked at."""
 
-    def body_now(self, tree: Tree, node: Node) -> bytes:
-        raise NotImplementedError  # only for ``instant`` kinds
-
-    def mtime_now(self, tree: Tree, node: Node) -> int:
-        raise NotImplementedError  # only for ``instant`` kinds
+    def now(self, tree: Tree, node: Node) -> tuple[bytes, int]:
+        """The bytes and mtime, without awaiting (only for ``instant`` kinds)."""
+        raise NotImplementedError
 
     async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
         return []

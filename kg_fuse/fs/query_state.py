@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import trio
 from cachetools import LRUCache
 
+from kg_fuse.client.retry import Backoff
 from kg_fuse.fs.kernel import give_memory_back
 from kg_fuse.fs.names import NameRegistry
 from kg_fuse.fs.nodes import NodeKind
@@ -56,7 +57,7 @@ class Drop(enum.Enum):
 
 @dataclass(frozen=True)
 class Failure:
-    """The last failed fetch: callers within ``retry_after`` get it without waiting."""
+    """The last failed fetch: callers queued behind it get it without waiting."""
 
     at: float
     plan: QueryPlan
@@ -74,6 +75,7 @@ class QueryState:
     mtimes: dict[str, bytes] = field(default_factory=dict)
     lock: trio.Lock = field(default_factory=trio.Lock)
     failure: Failure | None = None
+    retries: Backoff | None = None  # after a stalled fetch: when the next may go
     fetch_error: str | None = None  # why the last fetch for .meta/status failed
     # when the directory (None) and each writable control file (its kind) last changed
     meta_mtimes: dict[NodeKind | None, int] = field(default_factory=dict)
@@ -92,6 +94,7 @@ class QueryState:
         """Drop what the next listing fetches again."""
         self.listing = None
         self.failure = None
+        self.retries = None
         self.fetch_error = None
 
 
@@ -164,7 +167,7 @@ class QueryStates:
     def server_back(self) -> None:
         """The server answered again: failed listings may be fetched at once."""
         for state in self._states.values():
-            state.failure = None
+            state.failure = state.retries = None
 
     def store(self, state: QueryState, listing: ResultSet) -> None:
         state.listing = listing

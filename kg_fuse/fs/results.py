@@ -25,6 +25,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import SearchResponse
+from kg_fuse.client.retry import Backoff, RetryPolicy
 from kg_fuse.fs.details import ConceptDetails
 from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
 from kg_fuse.fs.query_state import Failure, QueryState, QueryStates
@@ -87,7 +88,9 @@ class ResultCache:
     ) -> None:
         self._client = client
         self.max_age = max_age
-        self.retry_after = retry_after
+        # after a stalled fetch the same listing waits ``retry_after`` (fixed, no jitter:
+        # a burst of stats costs one deadline, and the next poll's answer ends the wait)
+        self.retries = RetryPolicy.fixed(retry_after)
         self.on_refresh = on_refresh
         self._default = default
         self.states = states
@@ -139,16 +142,18 @@ class ResultCache:
     async def get(self, key: str, plan: QueryPlan) -> ResultSet:
         """The query's results, fetched if stale. Identical concurrent requests share one
         fetch, and its failure: callers queued behind a failed fetch get its outcome at
-        once, and after a timeout, for ``retry_after`` seconds (or until the server is
-        back), nobody waits on another deadline. Fast failures are simply retried."""
+        once, and after a timeout, while its backoff runs (``retry_after`` seconds, or
+        until the server is back), nobody waits on another deadline. Fast failures are
+        simply retried."""
         state = self.states.get(key)
         current = self.states.listing(key)
         if self._usable(current, plan):
             return current  # type: ignore[return-value]
         now = trio.current_time()
-        error = self._recent_failure(state, plan, now - self.retry_after)
-        if isinstance(error, errors.ServerTimeout):  # only a stall is worth not retrying
-            return self._fallback(state, plan, error)
+        if state.retries is not None and state.retries.waiting:
+            error = self._recent_failure(state, plan, float("-inf"))
+            if error is not None:
+                return self._fallback(state, plan, error)
         async with state.lock:
             current = state.listing
             if self._usable(current, plan):
@@ -162,8 +167,13 @@ class ResultCache:
                 if current is not None and current.plan == plan:
                     log.warning("serving stale results for %r: %s", key, exc)
                 state.failure = Failure(trio.current_time(), plan, exc)
+                if isinstance(exc, errors.ServerTimeout):  # only a stall is worth waiting
+                    state.retries = state.retries or Backoff(self.retries)
+                    state.retries.failed()
+                else:  # the server answered: the next caller may try at once
+                    state.retries = None
                 return self._fallback(state, plan, exc)
-            state.failure = None
+            state.failure = state.retries = None
             if self.states.find(key) is state:  # not removed while we were fetching
                 self.states.store(state, fresh)
                 if self.on_refresh is not None:

@@ -74,8 +74,8 @@ class ServerWatcher:
         self._how: str | None = FROM_SAVED if initial is not None else None
         self._learned_wall: float | None = None
         self._learned_at: float | None = None
-        # after a failure the server is not asked again for ``ttl`` (plus jitter)
-        self._retries = Backoff(RetryPolicy(initial=ttl, maximum=ttl, jitter=min(1.0, ttl / 10)))
+        # after a failure the server is not asked again for ``ttl``
+        self._retries = Backoff(RetryPolicy.fixed(ttl))
         self._admin_readable: bool | None = None
         self._lock = trio.Lock()
         self.probes = 0  # probe searches sent (the benchmark reports them)

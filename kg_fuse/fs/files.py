@@ -19,7 +19,7 @@ from kg_fuse.fs.handles import FileHandle
 from kg_fuse.fs.ingest import PendingFile
 from kg_fuse.fs.meta import Control
 from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.tree import Behaviour, Caching, Tree, ontology_of, query_path, writing
+from kg_fuse.fs.tree import Behaviour, Caching, Tree, query_path, writing
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +28,15 @@ XATTR_CONCEPT = b"user.kg.concept_id"
 XATTR_WARNINGS = b"user.kg.warnings"  # a document's status: one warning per line
 
 
-async def commit(tree: Tree, control: Control, owner: str, value: object) -> None:
+async def commit(tree: Tree, control: Control, node: Node, value: object) -> None:
     """Set a control's value, once; an unchanged value changes nothing (no refresh,
     no mtime: vim's "changed since reading" check compares mtimes)."""
     assert control.commit is not None and control.current is not None
-    path = query_path(owner)
+    path = query_path(node.owner)  # a node in the query's .meta
     if control.current(tree.registry.get(path)) == value:
         return
-    tree.touch(owner)
-    tree.touch(owner, control.kind)
+    tree.touch(node)
+    tree.touch(node, control.kind)
     await control.commit(tree.service, path, value)  # state changes before any await
     await tree.settle()  # names that left stop resolving before we return
 
@@ -55,7 +55,7 @@ class ControlFile(Behaviour):
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         # a writable control's mtime moves only with its own value
-        return tree.mtime_ns(node.owner, node.kind if self.writable else None)
+        return tree.mtime_ns(node, node.kind if self.writable else None)
 
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Learn the server default if stale; for the status, also try to fetch the
@@ -87,7 +87,7 @@ class ControlFile(Behaviour):
             handle.session.truncate()  # committed with the session, at flush
         else:  # truncate(1) on the path: an empty file, durable on return
             assert self.control.parse is not None
-            await commit(tree, self.control, node.owner, self.control.parse(b""))
+            await commit(tree, self.control, node, self.control.parse(b""))
 
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         session, parse = handle.session, self.control.parse
@@ -130,7 +130,7 @@ class ControlFile(Behaviour):
             if session.flushes < 2:
                 return
         session.committed()
-        await commit(tree, self.control, handle.node.owner, parse(content))
+        await commit(tree, self.control, handle.node, parse(content))
         handle.snapshot = None
 
 
@@ -164,7 +164,7 @@ class ScratchFile(Behaviour):
 
 
 def _pending(tree: Tree, node: Node) -> PendingFile:
-    pending = tree.ingest.get(ontology_of(node.owner), node.name)
+    pending = tree.ingest.get(node.owner, node.name)
     if pending is None:
         raise NoEntry(node.name)
     return pending
@@ -197,12 +197,12 @@ class IngestFile(Behaviour):
 
     async def release(self, tree: Tree, handle: FileHandle) -> None:
         node = handle.node
-        pending = tree.ingest.get(ontology_of(node.owner), node.name)
+        pending = tree.ingest.get(node.owner, node.name)
         if pending is not None:
-            tree.ingest.closed(ontology_of(node.owner), node.name, pending)
+            tree.ingest.closed(node.owner, node.name, pending)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
-        tree.ingest.remove(ontology_of(node.owner), node.name)  # cancels the upload
+        tree.ingest.remove(node.owner, node.name)  # cancels the upload
         return True
 
 
@@ -210,17 +210,17 @@ class JobFile(Behaviour):
     """``NAME.ingesting``: the upload's job, as the server reports it."""
 
     async def content(self, tree: Tree, node: Node) -> bytes:
-        job = tree.ingest.job(ontology_of(node.owner), node.name)
+        job = tree.ingest.job(node.owner, node.name)
         if job is None:
             raise NoEntry(node.name)
         return job.render()
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        job = tree.ingest.job(ontology_of(node.owner), node.name)
-        return job.mtime_ns if job is not None else tree.mtime_ns(node.owner)
+        job = tree.ingest.job(node.owner, node.name)
+        return job.mtime_ns if job is not None else tree.mtime_ns(node)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
-        tree.ingest.remove(ontology_of(node.owner), node.name)  # dismisses a finished job
+        tree.ingest.remove(node.owner, node.name)  # dismisses a finished job
         return True
 
 
@@ -233,15 +233,15 @@ class DocumentFile(Behaviour):
         return await tree.catalog.content(node.name)
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
-        return entry.mtime_ns if entry is not None else tree.mtime_ns(node.owner)
+        entry = await tree.catalog.document(node.owner, node.name)
+        return entry.mtime_ns if entry is not None else tree.mtime_ns(node)
 
     async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
-        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        entry = await tree.catalog.document(node.owner, node.name)
         return [XATTR_WARNINGS] if entry is not None and entry.warnings else []
 
     async def xattr(self, tree: Tree, node: Node, name: bytes) -> bytes | None:
-        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        entry = await tree.catalog.document(node.owner, node.name)
         if name == XATTR_WARNINGS and entry is not None and entry.warnings:
             return "\n".join(entry.warnings).encode()
         return None

@@ -65,7 +65,7 @@ class NamespaceOperations(pyfuse3.Operations):
         if kind.instant:
             return self._instant_entry(node, kind)
         if kind.is_dir:
-            return self.attrs.directory(node.inode, self.tree.mtime_ns(node.owner))
+            return self.attrs.directory(node.inode, self.tree.mtime_ns(node))
         size = len(await kind.content(self.tree, node))
         if kind.is_link:
             return self.attrs.link(node.inode, size)
@@ -158,8 +158,8 @@ class NamespaceOperations(pyfuse3.Operations):
         parent = self._node(parent_inode)
         child = await behaviour(parent).child(self.tree, parent, decode_name(name))
         if await behaviour(child).rmdir(self.tree, child):
-            self.inodes.detach_owner(child.owner)
-            self.tree.touch(parent.owner)
+            self.inodes.detach_owner(child.kind.owner, child.owner)
+            self.tree.touch(parent)
 
     @handler
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
@@ -182,7 +182,7 @@ class NamespaceOperations(pyfuse3.Operations):
         child = await behaviour(parent).child(self.tree, parent, decode_name(name))
         if await behaviour(child).unlink(self.tree, child):
             self.inodes.detach(child.kind, child.owner, child.name)
-            self.tree.touch(parent.owner)
+            self.tree.touch(parent)
 
     @handler
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,

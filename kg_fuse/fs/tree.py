@@ -6,8 +6,9 @@
 └── <query>/               .meta/  <Label>.concept.md  <nested query>/  <link>
 ```
 
-Nodes are identified by (kind, owner, name): the owner is the path key of the query or
-ontology directory a node belongs to (``"gzip/levels"``, ``"ontology/Text"``).
+Nodes are identified by (kind, owner, name): the owner is the saved query or the
+ontology a node belongs to, as its kind says (``NodeKind.owner``): the query's key
+(``"gzip/levels"``) or the ontology's name (``"Text"``).
 
 Behaviour varies by kind as data: each ``NodeKind`` has one ``Behaviour`` (the table is
 ``kinds.BEHAVIOURS``; directories in ``directories``, files in ``files``). A behaviour
@@ -32,9 +33,9 @@ from kg_fuse.fs.errors import BadHandle, IsDirectory, NoEntry, NotDirectory, Not
 from kg_fuse.fs.handles import FileHandle
 from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.invalidation import Invalidation
-from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
+from kg_fuse.fs.nodes import InodeTable, Node, NodeKind, Owner
 from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import ONTOLOGY_DIR, QueryPath, SavedQuery
+from kg_fuse.fs.queries import QueryPath, SavedQuery
 from kg_fuse.fs.registry import QueryRegistry
 from kg_fuse.fs.service import QueryService
 from kg_fuse.fs.watcher import ServerWatcher
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 
 DOCUMENTS = "documents"
 INGEST = "ingest"
-ONTOLOGY_PREFIX = ONTOLOGY_DIR + "/"
 
 
 class Entry(NamedTuple):
@@ -54,10 +54,6 @@ class Entry(NamedTuple):
     kind: NodeKind
     owner: str
     key: str = ""
-
-
-def ontology_of(owner: str) -> str:
-    return owner[len(ONTOLOGY_PREFIX):]
 
 
 def query_path(owner: str) -> QueryPath:
@@ -111,15 +107,22 @@ class Tree:
         return [Entry(q.name, NodeKind.QUERY_DIR, q.key)
                 for q in self.registry.children(parent)]
 
-    def touch(self, owner: str, part: NodeKind | None = None) -> None:
-        """The directory ``owner`` (or, with ``part``, one of its control files' value)
-        changed now."""
+    def touch(self, node: Node, part: NodeKind | None = None) -> None:
+        """The directory ``node`` (or, with ``part``, one of its query's control files'
+        value) changed now; a query's mtimes are kept with its state."""
         now = time.time_ns()
-        if not self.service.touch(owner, now, part):  # a query's are kept with its state
-            self.attrs.touch(owner, now)
+        if node.kind.owner is not Owner.QUERY:
+            self.attrs.touch((node.kind.owner, node.owner), now)
+        elif not self.service.touch(node.owner, now, part):
+            log.debug("no query %r to touch", node.owner)
 
-    def mtime_ns(self, owner: str, part: NodeKind | None = None) -> int:
-        return self.service.meta_mtime_ns(owner, part) or self.attrs.meta_mtime_ns(owner)
+    def mtime_ns(self, node: Node, part: NodeKind | None = None) -> int:
+        """When the directory ``node`` (or its query's control file ``part``) changed."""
+        if node.kind.owner is Owner.QUERY:
+            found = self.service.meta_mtime_ns(node.owner, part)
+            if found is not None:
+                return found
+        return self.attrs.meta_mtime_ns((node.kind.owner, node.owner))
 
 
 class Caching(enum.Enum):
@@ -161,7 +164,7 @@ class Behaviour:
         raise IsDirectory(node.name or node.owner)
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        return tree.mtime_ns(node.owner)
+        return tree.mtime_ns(node)
 
     def entry_timeout(self, tree: Tree, node: Node) -> float:
         """How long the kernel may cache the name and attributes."""

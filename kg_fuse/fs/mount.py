@@ -115,7 +115,7 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
     ingest = IngestBox(client, delay=options.ingest_delay,
                        on_ingested=invalidation.content_changed)
     ingest.server_name = catalog.server_name
-    tree = Tree(service, watcher, invalidation, catalog, ingest, inodes,
+    tree = Tree(service, registry, planner, watcher, invalidation, catalog, ingest, inodes,
                 ScratchFiles(service.scratch), Attributes(started_ns=time.time_ns()),
                 str(options.mountpoint), options.allow_ontology_delete,
                 options.allow_document_delete, settle=kernel.flush)

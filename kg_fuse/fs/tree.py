@@ -74,6 +74,8 @@ class Tree:
     by ``mount.assemble``)."""
 
     service: QueryService
+    registry: QueryRegistry
+    planner: Planner
     watcher: ServerWatcher
     invalidation: Invalidation
     catalog: Catalog
@@ -87,14 +89,6 @@ class Tree:
     # after a committed change: wait until the kernel dropped what it cached (set by the
     # operations; names that left a listing stop resolving before a write returns)
     settle: Callable[[], Awaitable[None]] = _settled
-
-    @property
-    def registry(self) -> QueryRegistry:
-        return self.service.registry
-
-    @property
-    def planner(self) -> Planner:
-        return self.service.planner
 
     def query(self, node: Node) -> SavedQuery:
         """The saved query a node belongs to (NoEntry once it was removed)."""

@@ -78,7 +78,6 @@ class ServerWatcher:
         self._retries = Backoff(RetryPolicy.fixed(ttl))
         self._admin_readable: bool | None = None
         self._lock = trio.Lock()
-        self.probes = 0  # probe searches sent (the benchmark reports them)
 
     @property
     def fresh(self) -> bool:
@@ -189,7 +188,6 @@ class ServerWatcher:
         value, presets = await self._from_admin()
         if value is not None:
             return value, presets, FROM_ADMIN
-        self.probes += 1
         response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1, lean=True),
                                              timeout=self.probe_timeout)
         return response.threshold_used, response.threshold_presets, FROM_PROBE

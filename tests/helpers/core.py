@@ -15,12 +15,10 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection, Credentials
 from kg_fuse.fs.catalog import Catalog
 from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.invalidation import Invalidation
 from kg_fuse.fs.mount import MountOptions
 from kg_fuse.fs.operations import KgOperations
-from kg_fuse.fs.registry import QueryRegistry
 from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.tree import Tree
 from kg_fuse.server.service import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
 
@@ -73,16 +71,9 @@ class Core:
         return self.ops.service
 
     @property
-    def registry(self) -> QueryRegistry:
-        return self.ops.tree.registry
-
-    @property
-    def watcher(self) -> ServerWatcher:
-        return self.ops.tree.watcher
-
-    @property
-    def invalidation(self) -> Invalidation:
-        return self.ops.tree.invalidation
+    def tree(self) -> Tree:
+        """Every part (``registry``, ``watcher``, ``invalidation``...), as wired."""
+        return self.ops.tree
 
     @property
     def catalog(self) -> Catalog:

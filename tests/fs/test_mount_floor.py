@@ -162,6 +162,8 @@ def test_an_ordinary_users_mount_follows_a_put_default_within_polls_and_idles_fr
         after = results(mount, TEXT)
         assert len(after) < len(before)
         assert kg_admin.search_log(TEXT)[-1]["threshold_used"] == "0.75"
+        status = mount.path(TEXT, ".meta", "status").read_text()
+        assert "server default: 0.75 (from " in status
         searches = kg_admin.requests("POST /query/search")
         wait_for_requests(kg_admin, poll, 12)  # a minute of polls at the default 5 s
         assert kg_admin.requests("POST /query/search") == searches  # idle: no search

@@ -34,7 +34,3 @@ class CommandError(Exception):
 
 class UsageError(CommandError):
     code = USAGE
-
-
-class NotInstalled(CommandError):
-    code = NOT_INSTALLED

@@ -62,6 +62,16 @@ class SearchRequest:
         return body
 
 
+@dataclass(frozen=True)
+class Epoch:
+    """The server's content epoch, and the search default with its presets where the
+    server publishes them beside it (ours does; the platform does not: None)."""
+
+    epoch: int
+    default_threshold: float | None = None
+    threshold_presets: dict[str, float] | None = None
+
+
 def path_segment(value: str) -> str:
     """Percent-encode one path segment built from user data (``/``, ``?``, ``#``, ``%``...)."""
     return quote(value, safe="")
@@ -125,12 +135,16 @@ class KgApiClient:
         )
         return ConceptDetail.parse(raw)
 
-    async def epoch(self, timeout: float | None = None) -> int:
+    async def epoch(self, timeout: float | None = None) -> Epoch:
         raw = await self._call("GET", "/database/epoch", timeout=timeout)
         if not isinstance(raw, dict) or not isinstance(raw.get("epoch"), int):
             raise errors.ServerFault("epoch response has no integer 'epoch'", method="GET",
                                      path="/database/epoch", status=200)
-        return raw["epoch"]
+        default = raw.get("default_threshold")  # extra fields: ignored when malformed
+        usable = isinstance(default, int | float) and not isinstance(default, bool) \
+            and 0.0 <= default <= 1.0
+        return Epoch(raw["epoch"], float(default) if usable else None,
+                     threshold_presets(raw.get("threshold_presets")))
 
     async def admin_default_threshold(
         self, timeout: float | None = None

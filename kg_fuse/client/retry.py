@@ -1,5 +1,8 @@
 """The retry policy: exponential backoff with jitter (tenacity's ``wait_exponential_jitter``),
-used as a schedule and never waited on in line.
+used as a schedule and never waited on in line. It is the one used everywhere something
+failed and must not be tried again at once: uploads from ``ingest/`` (growing), a
+listing after its fetch stalled and the server default after a failed lookup (each a
+fixed wait).
 
 A FUSE handler must not sleep through retries (the shell that asked would hang), so a
 ``Backoff`` only says when the next attempt may go: each failure in a row pushes that
@@ -20,6 +23,11 @@ class RetryPolicy:
     initial: float
     maximum: float
     jitter: float
+
+    @classmethod
+    def fixed(cls, seconds: float) -> RetryPolicy:
+        """The same wait after every failure (jitter would be capped away)."""
+        return cls(initial=seconds, maximum=seconds, jitter=0.0)
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after ``failures`` failures in a row (1 or more)."""

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import pyfuse3
 
+from kg_fuse.fs.nodes import Owner
+
 DIR_TIMEOUT = 1.0
 FILE_TIMEOUT = 0.0
 BLOCK_SIZE = 4096
@@ -25,7 +27,7 @@ class Attributes:
     started_ns: int
     uid: int = field(default_factory=os.getuid)
     gid: int = field(default_factory=os.getgid)
-    _meta_mtimes: dict[str, int] = field(default_factory=dict)
+    _meta_mtimes: dict[tuple[Owner, str], int] = field(default_factory=dict)
 
     def _base(self, inode: int, mtime_ns: int, timeout: float) -> pyfuse3.EntryAttributes:
         entry = pyfuse3.EntryAttributes()
@@ -62,11 +64,11 @@ class Attributes:
         entry.st_size = size
         return entry
 
-    def meta_mtime_ns(self, owner: str) -> int:
-        """When the directory ``owner`` (or its query's settings) last changed."""
+    def meta_mtime_ns(self, owner: tuple[Owner, str]) -> int:
+        """When the directory of ``owner`` last changed (the mount's start if never)."""
         return self._meta_mtimes.get(owner, self.started_ns)
 
-    def touch(self, owner: str, mtime_ns: int) -> None:
+    def touch(self, owner: tuple[Owner, str], mtime_ns: int) -> None:
         self._meta_mtimes[owner] = mtime_ns
 
     def statfs(self, inode_count: int) -> pyfuse3.StatvfsData:

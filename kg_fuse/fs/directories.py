@@ -17,17 +17,8 @@ from kg_fuse.fs.links import link_target_ontology
 from kg_fuse.fs.meta import CONTROLS
 from kg_fuse.fs.names import META_DIR
 from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.queries import ONTOLOGY_DIR, Link, QueryPath
-from kg_fuse.fs.tree import (
-    DOCUMENTS,
-    INGEST,
-    ONTOLOGY_PREFIX,
-    Behaviour,
-    Entry,
-    Tree,
-    ontology_of,
-    query_path,
-)
+from kg_fuse.fs.queries import ONTOLOGY_DIR, Link, QueryPath, scope_of
+from kg_fuse.fs.tree import DOCUMENTS, INGEST, Behaviour, Entry, Tree, query_path
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +44,7 @@ class QueryHolder(Directory):
         if name in taken or name in self.reserved:
             raise Exists(name)
         query = await tree.service.create((*self.query_base(parent), name))
-        tree.touch(parent.owner)
+        tree.touch(parent)
         return tree.inodes.ensure(NodeKind.QUERY_DIR, query.key)
 
 
@@ -65,7 +56,7 @@ class Root(QueryHolder):
         # a path walk's first step: no listing built
         if name == ONTOLOGY_DIR:
             return tree.inodes.ensure(NodeKind.ONTOLOGY_ROOT)
-        top = tree.service.find((name,))
+        top = tree.registry.find((name,))
         if top is None:
             raise NoEntry(name)
         return tree.inodes.ensure(NodeKind.QUERY_DIR, top.key)
@@ -78,37 +69,40 @@ class OntologyRoot(Directory):
     """``ontology/``: one directory per ontology on the server; ``mkdir`` makes one."""
 
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
-        return [Entry(name, NodeKind.ONTOLOGY_DIR, ONTOLOGY_PREFIX + name)
+        return [Entry(name, NodeKind.ONTOLOGY_DIR, name)
                 for name in sorted(await tree.catalog.ontologies())]
 
     async def mkdir(self, tree: Tree, parent: Node, name: str) -> Node:
         if ontology_file_name(name) != name:  # it would be listed under another name
             raise InvalidName(f"not a valid ontology directory name: {name!r}")
         await tree.catalog.create_ontology(name)
-        tree.touch("")
-        return tree.inodes.ensure(NodeKind.ONTOLOGY_DIR, ONTOLOGY_PREFIX + name)
+        tree.touch(parent)
+        return tree.inodes.ensure(NodeKind.ONTOLOGY_DIR, name)
 
 
 class OntologyDir(QueryHolder):
     """``ontology/NAME/``: its documents, its drop box and the queries scoped to it."""
 
+    def query_base(self, node: Node) -> QueryPath:
+        return (ONTOLOGY_DIR, node.owner)
+
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
-        if not await tree.ontology_exists(ontology_of(node.owner)):
+        if not await tree.ontology_exists(node.owner):
             raise NoEntry(node.owner)
         return [Entry(DOCUMENTS, NodeKind.DOCUMENTS_DIR, node.owner),
                 Entry(INGEST, NodeKind.INGEST_DIR, node.owner),
-                *tree.queries(query_path(node.owner))]
+                *tree.queries(self.query_base(node))]
 
     async def rmdir(self, tree: Tree, node: Node) -> bool:
         if not tree.allow_ontology_delete:
             raise NotPermitted("deleting an ontology needs --allow-ontology-delete")
-        await tree.catalog.delete_ontology(ontology_of(node.owner))
+        await tree.catalog.delete_ontology(node.owner)
         return True
 
 
 class DocumentsDir(Directory):
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
-        docs = await tree.catalog.documents(ontology_of(node.owner))
+        docs = await tree.catalog.documents(node.owner)
         return [Entry(d.file_name, NodeKind.DOCUMENT_FILE, node.owner, d.document_id)
                 for d in docs.values()]
 
@@ -121,18 +115,18 @@ class IngestDir(Directory):
     """``ingest/``: files copied in are uploaded; ``NAME.ingesting`` shows each job."""
 
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
-        ontology = ontology_of(node.owner)
+        ontology = node.owner
         return [Entry(n, _ingest_kind(tree, ontology, n), node.owner, n)
                 for n in tree.ingest.names(ontology)]
 
     async def child(self, tree: Tree, node: Node, name: str) -> Node:
-        ontology = ontology_of(node.owner)
+        ontology = node.owner
         if tree.ingest.get(ontology, name) is None and tree.ingest.job(ontology, name) is None:
             raise NoEntry(name)
         return tree.inodes.ensure(_ingest_kind(tree, ontology, name), node.owner, name)
 
     async def create(self, tree: Tree, parent: Node, name: str) -> Node:
-        pending = tree.ingest.create(ontology_of(parent.owner), name)
+        pending = tree.ingest.create(parent.owner, name)
         tree.ingest.opened(pending)
         return tree.inodes.ensure(NodeKind.INGEST_FILE, parent.owner, name)
 
@@ -141,7 +135,7 @@ class IngestDir(Directory):
         """``mv`` within or between drop boxes: the upload goes where the file went."""
         if new_parent.kind is not NodeKind.INGEST_DIR:
             raise NotPermitted("a file in ingest/ can only move to another ingest/")
-        tree.ingest.move((ontology_of(parent.owner), old), (ontology_of(new_parent.owner), new))
+        tree.ingest.move((parent.owner, old), (new_parent.owner, new))
         tree.inodes.move((NodeKind.INGEST_FILE, parent.owner, old),
                          (NodeKind.INGEST_FILE, new_parent.owner, new))
 
@@ -165,7 +159,7 @@ class QueryDir(QueryHolder):
         query = tree.query(node)
         if name == META_DIR:
             return tree.inodes.ensure(NodeKind.META_DIR, node.owner)
-        nested = tree.service.find((*query.path, name))
+        nested = tree.registry.find((*query.path, name))
         if nested is not None:
             return tree.inodes.ensure(NodeKind.QUERY_DIR, nested.key)
         if any(k.name == name for k in query.links):
@@ -181,7 +175,7 @@ class QueryDir(QueryHolder):
 
     async def symlink(self, tree: Tree, parent: Node, name: str, target: str) -> Node:
         """``ln -s ../ontology/NAME LINK``: the query also searches that ontology."""
-        if parent.owner.startswith(ONTOLOGY_PREFIX):
+        if scope_of(query_path(parent.owner)) is not None:
             raise NotPermitted("a scoped query searches its own ontology: no links")
         if name in {e.name for e in await self.children(tree, parent)}:
             raise Exists(name)
@@ -190,7 +184,7 @@ class QueryDir(QueryHolder):
             raise InvalidName(f"no ontology {ontology!r} on the server")
         await tree.service.add_link(query_path(parent.owner), Link(
             name, target, tree.catalog.server_name(ontology)))
-        tree.touch(parent.owner)
+        tree.touch(parent)
         return tree.inodes.ensure(NodeKind.LINK, parent.owner, name)
 
 
@@ -235,7 +229,7 @@ class MetaDir(Directory):
         if control is not None:
             if control.parse is None:
                 raise NotPermitted(f"{new} is read-only")
-            await commit(tree, control, parent.owner, control.parse(bytes(content)))
+            await commit(tree, control, parent, control.parse(bytes(content)))
             tree.scratch.pop(parent.owner, old)
             new_key = (control.kind, parent.owner, "")
         else:

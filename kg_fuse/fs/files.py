@@ -17,9 +17,9 @@ from kg_fuse.fs.control import WriteSession
 from kg_fuse.fs.errors import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
 from kg_fuse.fs.handles import FileHandle
 from kg_fuse.fs.ingest import PendingFile
-from kg_fuse.fs.meta import Control, control_mtime_key
+from kg_fuse.fs.meta import Control
 from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.tree import Behaviour, Caching, Tree, ontology_of, query_path, writing
+from kg_fuse.fs.tree import Behaviour, Caching, Tree, query_path, writing
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +28,15 @@ XATTR_CONCEPT = b"user.kg.concept_id"
 XATTR_WARNINGS = b"user.kg.warnings"  # a document's status: one warning per line
 
 
-async def commit(tree: Tree, control: Control, owner: str, value: object) -> None:
+async def commit(tree: Tree, control: Control, node: Node, value: object) -> None:
     """Set a control's value, once; an unchanged value changes nothing (no refresh,
     no mtime: vim's "changed since reading" check compares mtimes)."""
     assert control.commit is not None and control.current is not None
-    path = query_path(owner)
-    if control.current(tree.service.get(path)) == value:
+    path = query_path(node.owner)  # a node in the query's .meta
+    if control.current(tree.registry.get(path)) == value:
         return
-    tree.touch(owner)
-    tree.touch(control_mtime_key(owner, control.kind))
+    tree.touch(node)
+    tree.touch(node, control.kind)
     await control.commit(tree.service, path, value)  # state changes before any await
     await tree.settle()  # names that left stop resolving before we return
 
@@ -51,22 +51,21 @@ class ControlFile(Behaviour):
 
     async def content(self, tree: Tree, node: Node) -> bytes:
         query = tree.query(node)
-        return self.control.render(tree.service, query, tree.service.fetch_error(query.key))
+        return self.control.render(tree, query, tree.service.fetch_error(query.key))
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         # a writable control's mtime moves only with its own value
-        owner = node.owner
-        return tree.mtime_ns(control_mtime_key(owner, node.kind) if self.writable else owner)
+        return tree.mtime_ns(node, node.kind if self.writable else None)
 
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Learn the server default if stale; for the status, also try to fetch the
         results it describes (both deadlines run side by side)."""
         query = tree.query(node)
         if node.kind is not NodeKind.STATUS_FILE:
-            await tree.service.current_default()
+            await tree.watcher.current_default()
             return
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(tree.service.current_default)
+            nursery.start_soon(tree.watcher.current_default)
             nursery.start_soon(tree.service.refresh_status, query)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
@@ -88,7 +87,7 @@ class ControlFile(Behaviour):
             handle.session.truncate()  # committed with the session, at flush
         else:  # truncate(1) on the path: an empty file, durable on return
             assert self.control.parse is not None
-            await commit(tree, self.control, node.owner, self.control.parse(b""))
+            await commit(tree, self.control, node, self.control.parse(b""))
 
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         session, parse = handle.session, self.control.parse
@@ -131,7 +130,7 @@ class ControlFile(Behaviour):
             if session.flushes < 2:
                 return
         session.committed()
-        await commit(tree, self.control, handle.node.owner, parse(content))
+        await commit(tree, self.control, handle.node, parse(content))
         handle.snapshot = None
 
 
@@ -165,7 +164,7 @@ class ScratchFile(Behaviour):
 
 
 def _pending(tree: Tree, node: Node) -> PendingFile:
-    pending = tree.ingest.get(ontology_of(node.owner), node.name)
+    pending = tree.ingest.get(node.owner, node.name)
     if pending is None:
         raise NoEntry(node.name)
     return pending
@@ -198,12 +197,12 @@ class IngestFile(Behaviour):
 
     async def release(self, tree: Tree, handle: FileHandle) -> None:
         node = handle.node
-        pending = tree.ingest.get(ontology_of(node.owner), node.name)
+        pending = tree.ingest.get(node.owner, node.name)
         if pending is not None:
-            tree.ingest.closed(ontology_of(node.owner), node.name, pending)
+            tree.ingest.closed(node.owner, node.name, pending)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
-        tree.ingest.remove(ontology_of(node.owner), node.name)  # cancels the upload
+        tree.ingest.remove(node.owner, node.name)  # cancels the upload
         return True
 
 
@@ -211,17 +210,17 @@ class JobFile(Behaviour):
     """``NAME.ingesting``: the upload's job, as the server reports it."""
 
     async def content(self, tree: Tree, node: Node) -> bytes:
-        job = tree.ingest.job(ontology_of(node.owner), node.name)
+        job = tree.ingest.job(node.owner, node.name)
         if job is None:
             raise NoEntry(node.name)
         return job.render()
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        job = tree.ingest.job(ontology_of(node.owner), node.name)
-        return job.mtime_ns if job is not None else tree.mtime_ns(node.owner)
+        job = tree.ingest.job(node.owner, node.name)
+        return job.mtime_ns if job is not None else tree.mtime_ns(node)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
-        tree.ingest.remove(ontology_of(node.owner), node.name)  # dismisses a finished job
+        tree.ingest.remove(node.owner, node.name)  # dismisses a finished job
         return True
 
 
@@ -234,15 +233,15 @@ class DocumentFile(Behaviour):
         return await tree.catalog.content(node.name)
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
-        return entry.mtime_ns if entry is not None else tree.mtime_ns(node.owner)
+        entry = await tree.catalog.document(node.owner, node.name)
+        return entry.mtime_ns if entry is not None else tree.mtime_ns(node)
 
     async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
-        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        entry = await tree.catalog.document(node.owner, node.name)
         return [XATTR_WARNINGS] if entry is not None and entry.warnings else []
 
     async def xattr(self, tree: Tree, node: Node, name: bytes) -> bytes | None:
-        entry = await tree.catalog.document(ontology_of(node.owner), node.name)
+        entry = await tree.catalog.document(node.owner, node.name)
         if name == XATTR_WARNINGS and entry is not None and entry.warnings:
             return "\n".join(entry.warnings).encode()
         return None
@@ -251,7 +250,7 @@ class DocumentFile(Behaviour):
         if not tree.allow_document_delete:
             raise NotPermitted("deleting a document needs --allow-document-delete")
         await tree.catalog.delete_document(node.name)
-        tree.service.content_changed()
+        tree.invalidation.content_changed()
         return True
 
 
@@ -262,18 +261,15 @@ class ResultFile(Behaviour):
     caching = Caching.KEEP
     instant = True
 
-    def body_now(self, tree: Tree, node: Node) -> bytes:
+    def now(self, tree: Tree, node: Node) -> tuple[bytes, int]:
         result_set = tree.service.listing(node.owner)
         found = result_set.by_concept.get(node.name) if result_set else None
         if found is not None:
             node.last_body, node.last_mtime_ns = found.body, found.mtime_ns
-        return node.last_body
-
-    def mtime_now(self, tree: Tree, node: Node) -> int:
-        return node.last_mtime_ns
+        return node.last_body, node.last_mtime_ns
 
     async def content(self, tree: Tree, node: Node) -> bytes:
-        return self.body_now(tree, node)
+        return self.now(tree, node)[0]
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         return node.last_mtime_ns

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kg_fuse.fs.nodes import NodeKind
 from kg_fuse.fs.queries import QueryPath, SavedQuery
@@ -19,6 +19,9 @@ from kg_fuse.fs.service import QueryService
 from kg_fuse.fs.status import query_toml, status_file, threshold_file
 from kg_fuse.fs.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
 from kg_fuse.limits import DEFAULT_LIMIT
+
+if TYPE_CHECKING:
+    from kg_fuse.fs.tree import Tree
 
 MAX_LIMIT = 1000
 MAX_TERM_CHARS = 500  # the longest exclude/union term accepted
@@ -102,7 +105,7 @@ def terms_file(terms: tuple[str, ...]) -> bytes:
     return "".join(f"{t}\n" for t in terms).encode("utf-8")
 
 
-Render = Callable[[QueryService, SavedQuery, "str | None"], bytes]
+Render = Callable[["Tree", SavedQuery, "str | None"], bytes]
 Commit = Callable[[QueryService, QueryPath, Any], Awaitable[Any]]
 
 
@@ -120,17 +123,17 @@ class Control:
         return self.parse is not None
 
 
-def _threshold(service: QueryService, query: SavedQuery, _problem: str | None) -> bytes:
-    return threshold_file(query, service.explain(query))
+def _threshold(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
+    return threshold_file(query, tree.planner.explain(query))
 
 
-def _toml(service: QueryService, query: SavedQuery, _problem: str | None) -> bytes:
-    return query_toml(query, service.explain(query))
+def _toml(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
+    return query_toml(query, tree.planner.explain(query))
 
 
-def _status(service: QueryService, query: SavedQuery, problem: str | None) -> bytes:
-    return status_file(query, service.explain(query), service.listing(query.key),
-                       problem or service.server_error)
+def _status(tree: Tree, query: SavedQuery, problem: str | None) -> bytes:
+    return status_file(query, tree.planner.explain(query), tree.service.listing(query.key),
+                       problem or tree.watcher.server_error)
 
 
 CONTROLS: dict[str, Control] = {
@@ -147,10 +150,3 @@ CONTROLS: dict[str, Control] = {
     "status": Control(NodeKind.STATUS_FILE, _status),
     "query.toml": Control(NodeKind.QUERY_TOML_FILE, _toml),
 }
-CONTROL_BY_KIND = {c.kind: c for c in CONTROLS.values()}
-
-
-def control_mtime_key(owner: str, kind: NodeKind) -> str:
-    """Each writable control file has its own mtime, which moves only when its value
-    does (not when its directory or a sibling changes)."""
-    return f"{owner}\0{kind.value}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +16,23 @@ import trio
 from kg_fuse import paths
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection
+from kg_fuse.fs.attrs import Attributes
 from kg_fuse.fs.catalog import Catalog
+from kg_fuse.fs.control import ScratchFiles
+from kg_fuse.fs.details import ConceptDetails
 from kg_fuse.fs.ingest import IngestBox
+from kg_fuse.fs.invalidation import Invalidation
+from kg_fuse.fs.kernel import KernelCache, ListingNotices
+from kg_fuse.fs.nodes import InodeTable
 from kg_fuse.fs.operations import KgOperations
+from kg_fuse.fs.planner import Planner
 from kg_fuse.fs.queries import QueryStore, StoreState
+from kg_fuse.fs.query_state import QueryStates
+from kg_fuse.fs.registry import QueryRegistry
+from kg_fuse.fs.results import ResultCache
 from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.tree import Tree
+from kg_fuse.fs.watcher import ServerWatcher
 
 log = logging.getLogger(__name__)
 
@@ -70,31 +83,43 @@ async def _watch_unmount(mountpoint: str, stop: Callable[[], None]) -> None:
     stop()
 
 
-async def _watch_server(service: QueryService, catalog: Catalog, interval: float) -> None:
-    """Poll the server every ``interval`` seconds; a content change empties the caches."""
+async def _watch_server(tree: Tree, interval: float) -> None:
+    """Every ``interval`` seconds: housekeeping, one look at the server (what changed
+    goes to the invalidation), and the learned default saved if it changed."""
     while True:
-        if await service.poll():
-            catalog.invalidate()
+        tree.service.tidy()
+        await tree.watcher.poll()
+        await tree.registry.save_if_dirty()
         await trio.sleep(interval)
 
 
 def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
              state: StoreState) -> KgOperations:
-    """The filesystem's parts, wired together: what a mount serves, and what the
-    kernel-free tests drive without a kernel."""
-    service = QueryService(client, store, state, poll_interval=options.poll_interval,
-                           max_age=options.max_age, probe_timeout=options.probe_timeout)
+    """The filesystem's parts, made and wired together (the only place that wires
+    them): what a mount serves, and what the kernel-free tests drive without a kernel.
+    Inside a trio run (the parts make trio locks)."""
+    inodes, kernel = InodeTable(), KernelCache()
+    notices = ListingNotices(inodes, kernel)
+    registry = QueryRegistry(store, state)
+    states = QueryStates(on_stale=notices.stale)
+    details = ConceptDetails(client, options.max_age)
     catalog = Catalog(client)
-
-    def ingested() -> None:
-        catalog.invalidate()
-        service.content_changed()
-
-    ingest = IngestBox(client, delay=options.ingest_delay, on_ingested=ingested)
-    ingest.server_name = service.ontology_name = catalog.server_name
-    return KgOperations(service, catalog, ingest, str(options.mountpoint),
-                        allow_ontology_delete=options.allow_ontology_delete,
-                        allow_document_delete=options.allow_document_delete)
+    invalidation = Invalidation(registry, states, details, catalog)
+    watcher = ServerWatcher(client, invalidation, options.max_age, options.probe_timeout,
+                            state.server_default_seen, state.server_presets_seen)
+    listings = ResultCache(client, options.max_age, states, details, watcher.observe,
+                           on_refresh=notices.refreshed,
+                           retry_after=min(options.poll_interval, 5.0))
+    planner = Planner(client, registry, watcher, ontology_name=catalog.server_name)
+    service = QueryService(registry, planner, listings, invalidation)
+    ingest = IngestBox(client, delay=options.ingest_delay,
+                       on_ingested=invalidation.content_changed)
+    ingest.server_name = catalog.server_name
+    tree = Tree(service, registry, planner, watcher, invalidation, catalog, ingest, inodes,
+                ScratchFiles(service.scratch), Attributes(started_ns=time.time_ns()),
+                str(options.mountpoint), options.allow_ontology_delete,
+                options.allow_document_delete, settle=kernel.flush)
+    return KgOperations(tree, kernel)
 
 
 async def _serve(options: MountOptions, store: QueryStore) -> None:
@@ -102,7 +127,7 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     client = KgApiClient(options.connection.api_url, options.connection.credentials,
                          timeout=options.request_timeout)
     operations = assemble(options, client, store, state)
-    service, catalog, ingest = operations.service, operations.catalog, operations.ingest
+    tree = operations.tree
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
     pyfuse3.init(operations, str(options.mountpoint), fuse_options)
@@ -124,13 +149,13 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
             nursery.start_soon(_watch_signals, ready, stop)
             await ready.wait()
             nursery.start_soon(_watch_unmount, str(options.mountpoint), stop)
-            nursery.start_soon(_watch_server, service, catalog, options.poll_interval)
-            nursery.start_soon(ingest.run)
+            nursery.start_soon(_watch_server, tree, options.poll_interval)
+            nursery.start_soon(tree.ingest.run)
             nursery.start_soon(operations.kernel.run)
             with main_scope:
                 await pyfuse3.main()
             nursery.cancel_scope.cancel()
-        await service.save_if_dirty()
+        await tree.registry.save_if_dirty()
     finally:
         pyfuse3.close(unmount=True)
         with trio.CancelScope(shield=True):

@@ -44,10 +44,30 @@ class NodeKind(enum.Enum):
     def is_dir(self) -> bool:
         return self in _DIRS
 
+    @property
+    def owner(self) -> Owner:
+        """What the ``owner`` of a node of this kind names."""
+        return _OWNERS.get(self, Owner.QUERY)
+
+
+class Owner(enum.Enum):
+    """What a node's ``owner`` string is: nothing (the top directories), an ontology's
+    name, or a saved query's key (its path from the root, ``"gzip/levels"``)."""
+
+    TOP = "the mount's top directories"
+    ONTOLOGY = "an ontology"
+    QUERY = "a saved query"
+
 
 _DIRS = frozenset({NodeKind.ROOT, NodeKind.ONTOLOGY_ROOT, NodeKind.ONTOLOGY_DIR,
                    NodeKind.DOCUMENTS_DIR, NodeKind.INGEST_DIR, NodeKind.QUERY_DIR,
                    NodeKind.META_DIR})
+_OWNERS = {
+    NodeKind.ROOT: Owner.TOP, NodeKind.ONTOLOGY_ROOT: Owner.TOP,
+    **{kind: Owner.ONTOLOGY for kind in (NodeKind.ONTOLOGY_DIR, NodeKind.DOCUMENTS_DIR,
+                                         NodeKind.DOCUMENT_FILE, NodeKind.INGEST_DIR,
+                                         NodeKind.INGEST_FILE, NodeKind.JOB_FILE)},
+}
 
 
 NodeKey = tuple[NodeKind, str, str]
@@ -59,7 +79,7 @@ _INODE_MASK = (1 << 63) - 1
 class Node:
     inode: int
     kind: NodeKind
-    owner: str  # the query's key, or the ontology's name ("" for top directories)
+    owner: str  # the query's key or the ontology's name, as ``kind.owner`` says
     name: str  # concept/document id, or a file or link name; "" for one-per-owner nodes
     lookups: int = 0
     attached: bool = True
@@ -143,9 +163,10 @@ class InodeTable:
             node.kind, node.owner, node.name = new
             self._by_key[new] = node
 
-    def detach_owner(self, owner: str) -> list[Node]:
+    def detach_owner(self, kind: Owner, owner: str) -> list[Node]:
         """Everything of a removed query or ontology (rare: a scan is fine here)."""
-        doomed = [n for n in self._by_key.values() if n.owner == owner]
+        doomed = [n for n in self._by_key.values()
+                  if n.owner == owner and n.kind.owner is kind]
         for node in doomed:
             self.detach(node.kind, node.owner, node.name)
         return doomed

@@ -1,139 +1,37 @@
 """The FUSE operations: decode names, map inodes and handles to domain objects, map
 errors to errnos (``errors.handler``), set cache flags. What a node is and does lives in
-its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``service``."""
+its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``service``. The operations
+on names are in ``namespace``; these add attributes, extended attributes and files."""
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 
 import pyfuse3
 
-from kg_fuse.fs.attrs import Attributes
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.control import ScratchFiles
 from kg_fuse.fs.errors import (
-    FsError,
     Invalid,
-    InvalidName,
     IsDirectory,
-    NameTooLong,
     NoAttribute,
-    NoEntry,
-    NotDirectory,
     NotPermitted,
     NotSupported,
     ReadOnly,
     handler,
 )
-from kg_fuse.fs.handles import DirHandle, FileHandle, HandleTable
-from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.kernel import TRIM_AFTER, KernelCache, give_memory_back
-from kg_fuse.fs.kinds import BEHAVIOURS, behaviour
-from kg_fuse.fs.names import PATH_MAX, decode_name
-from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
-from kg_fuse.fs.results import ResultSet
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import Behaviour, Caching, Entry, Tree, writing
+from kg_fuse.fs.handles import FileHandle
+from kg_fuse.fs.kinds import behaviour
+from kg_fuse.fs.names import decode_name
+from kg_fuse.fs.namespace import NamespaceOperations
+from kg_fuse.fs.tree import Behaviour, Caching, writing
 
 log = logging.getLogger(__name__)
 
-DOTS = (".", "..")
 XATTR_NAMESPACE = b"user."  # the only namespace served (others: EOPNOTSUPP)
 
 
-class KgOperations(pyfuse3.Operations):
-    supports_dot_lookup = False
-    enable_writeback_cache = False
-
-    def __init__(self, service: QueryService, catalog: Catalog, ingest: IngestBox,
-                 mountpoint: str = "", allow_ontology_delete: bool = False,
-                 allow_document_delete: bool = False) -> None:
-        super().__init__()
-        self.service, self.catalog, self.ingest = service, catalog, ingest
-        self.inodes = InodeTable()
-        self.attrs = Attributes(started_ns=time.time_ns())
-        self.handles = HandleTable()
-        self.kernel = KernelCache()
-        self.tree = Tree(service, catalog, ingest, self.inodes,
-                         ScratchFiles(service.scratch), self.attrs,
-                         mountpoint, allow_ontology_delete, allow_document_delete,
-                         settle=self.kernel.flush)
-        self._forgotten = 0
-        service.listen(on_refresh=self._results_refreshed, on_stale=self._results_stale)
-
-    # -- helpers ------------------------------------------------------------------------
-
-    def _node(self, inode: int) -> Node:
-        node = self.inodes.get(inode)
-        if node is None:
-            raise NoEntry(f"inode {inode}")
-        return node
-
-    def _instant_entry(self, node: Node, kind: Behaviour) -> pyfuse3.EntryAttributes:
-        """Attributes without awaiting (result files: the hot path)."""
-        body = kind.body_now(self.tree, node)
-        return self.attrs.file(node.inode, len(body), kind.mtime_now(self.tree, node),
-                               writable=kind.writable,
-                               timeout=kind.entry_timeout(self.tree, node))
-
-    async def _entry(self, node: Node) -> pyfuse3.EntryAttributes:
-        kind = behaviour(node)
-        if kind.instant:
-            return self._instant_entry(node, kind)
-        if kind.is_dir:
-            return self.attrs.directory(node.inode, self.tree.mtime_ns(node.owner))
-        size = len(await kind.content(self.tree, node))
-        if kind.is_link:
-            return self.attrs.link(node.inode, size)
-        return self.attrs.file(node.inode, size, await kind.mtime_ns(self.tree, node),
-                               writable=kind.writable,
-                               timeout=kind.entry_timeout(self.tree, node))
-
-    async def _remember(self, node: Node) -> pyfuse3.EntryAttributes:
-        entry = await self._entry(node)
-        node.lookups += 1
-        return entry
-
-    def _results_refreshed(self, key: str, old: ResultSet | None, new: ResultSet) -> None:
-        """A listing was fetched again: the kernel forgets the names that left it and the
-        pages and sizes of results whose bytes changed (sent a moment later: this may run
-        inside a ``lookup``, while the kernel holds the directory's lock)."""
-        directory = self.inodes.find(NodeKind.QUERY_DIR, key)
-        if old is not None and directory is not None:
-            for name in old.files.keys() - new.files.keys():
-                self.kernel.forget_name(directory.inode, name)
-        for found in new.files.values():
-            node = self.inodes.find(NodeKind.RESULT_FILE, key, found.concept_id)
-            if node is not None and node.last_body and node.last_body != found.body:
-                self.kernel.forget_content(node.inode)
-        self.kernel.flush_soon()
-
-    def _results_stale(self, key: str, result_set: ResultSet) -> None:
-        """A listing may have changed (settings, server content or default): the kernel
-        forgets its names, so the next path walk asks ``lookup``, which refetches."""
-        directory = self.inodes.find(NodeKind.QUERY_DIR, key)
-        if directory is not None:
-            for name in result_set.files:
-                self.kernel.forget_name(directory.inode, name)
-        self.kernel.flush_soon()
-
-    # -- lookups and attributes --------------------------------------------------------
-
-    @handler
-    async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
-                     ) -> pyfuse3.EntryAttributes:
-        try:
-            child_name = decode_name(name)
-        except NameTooLong:
-            raise
-        except InvalidName:  # such a name can never exist here
-            raise NoEntry(os.fsdecode(name)) from None
-        parent = self._node(parent_inode)
-        node = await behaviour(parent).child(self.tree, parent, child_name)
-        await behaviour(node).refresh(self.tree, node)
-        return await self._remember(node)
+class KgOperations(NamespaceOperations):
+    # -- attributes ---------------------------------------------------------------------
 
     @handler
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext
@@ -141,18 +39,6 @@ class KgOperations(pyfuse3.Operations):
         node = self._node(inode)
         await behaviour(node).refresh(self.tree, node)
         return await self._entry(node)
-
-    def forget(self, inode_list: list[tuple[int, int]]) -> None:
-        for inode, count in inode_list:
-            node = self.inodes.get(inode)
-            self.inodes.forget(inode, count)
-            if node is not None and node.kind is NodeKind.QUERY_DIR and node.attached \
-                    and self.inodes.get(inode) is None:  # nothing below it is held
-                self.service.forgotten(node.owner)
-        self._forgotten += len(inode_list)
-        if self._forgotten >= TRIM_AFTER:
-            self._forgotten = 0
-            give_memory_back()
 
     @handler
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
@@ -194,75 +80,6 @@ class KgOperations(pyfuse3.Operations):
             raise NoAttribute(os.fsdecode(name))
         return value
 
-    # -- directories ----------------------------------------------------------------------
-
-    @handler
-    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        node = self._node(inode)
-        kind = behaviour(node)
-        if not kind.is_dir:
-            raise NotDirectory(node.name)
-        # '.' and '..' as ls -a expects; the kernel answers their lookups itself (and does
-        # not count them), so both carry this directory's identity
-        dots = [Entry(name, node.kind, node.owner, node.name) for name in DOTS]
-        handle = DirHandle(dots + await kind.children(self.tree, node))
-        await self.kernel.flush()  # a refetch changed names: tell the kernel first
-        return self.handles.add(handle)
-
-    @handler
-    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        entries = self.handles.directory(fh).entries
-        for index in range(start_id, len(entries)):
-            entry = entries[index]
-            node = self.inodes.ensure(entry.kind, entry.owner, entry.key)
-            kind = BEHAVIOURS[entry.kind]
-            if kind.instant:  # most entries: no awaits
-                attributes = self._instant_entry(node, kind)
-            else:
-                try:
-                    attributes = await self._entry(node)
-                except FsError:  # gone since opendir: skip it, keep the offsets
-                    continue
-            if not pyfuse3.readdir_reply(token, os.fsencode(entry.name), attributes,
-                                         index + 1):
-                return
-            if entry.name not in DOTS:
-                node.lookups += 1
-
-    @handler
-    async def releasedir(self, fh: int) -> None:
-        self.handles.pop(fh)
-
-    @handler
-    async def mkdir(self, parent_inode: int, name: bytes, mode: int,
-                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        parent = self._node(parent_inode)
-        node = await behaviour(parent).mkdir(self.tree, parent, decode_name(name))
-        return await self._remember(node)
-
-    @handler
-    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        parent = self._node(parent_inode)
-        child = await behaviour(parent).child(self.tree, parent, decode_name(name))
-        if await behaviour(child).rmdir(self.tree, child):
-            self.inodes.detach_owner(child.owner)
-            self.tree.touch(parent.owner)
-
-    @handler
-    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
-                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        parent = self._node(parent_inode)
-        node = await behaviour(parent).symlink(self.tree, parent, decode_name(name),
-                                               decode_name(target, PATH_MAX))
-        return await self._remember(node)
-
-    @handler
-    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
-                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        """FIFOs, sockets and devices have no meaning here (``mkfifo``: EPERM)."""
-        decode_name(name)
-        raise NotPermitted("no special files")
-
     # -- files ------------------------------------------------------------------------------
 
     @handler
@@ -271,7 +88,7 @@ class KgOperations(pyfuse3.Operations):
         node = self._node(inode)
         kind = behaviour(node)
         if kind.instant and not writing(flags):  # the hot path: no awaits
-            handle = FileHandle(node, snapshot=kind.body_now(self.tree, node))
+            handle = FileHandle(node, snapshot=kind.now(self.tree, node)[0])
             return self._file_info(self.handles.add(handle), kind)
         if kind.is_dir:
             raise IsDirectory(node.name or node.owner)
@@ -323,21 +140,3 @@ class KgOperations(pyfuse3.Operations):
         handle = self.handles.pop(fh)
         if isinstance(handle, FileHandle) and not behaviour(handle.node).instant:
             await behaviour(handle.node).release(self.tree, handle)
-
-    @handler
-    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        parent = self._node(parent_inode)
-        child = await behaviour(parent).child(self.tree, parent, decode_name(name))
-        if await behaviour(child).unlink(self.tree, child):
-            self.inodes.detach(child.kind, child.owner, child.name)
-            self.tree.touch(parent.owner)
-
-    @handler
-    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
-                     name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> None:
-        old_parent, new_parent = self._node(parent_inode_old), self._node(parent_inode_new)
-        old, new = decode_name(name_old), decode_name(name_new)
-        if flags:
-            raise Invalid("RENAME_EXCHANGE and RENAME_NOREPLACE are not supported")
-        await behaviour(old_parent).rename(self.tree, old_parent, old, new_parent, new)
-

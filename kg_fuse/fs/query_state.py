@@ -25,15 +25,17 @@ import enum
 import gc
 import hashlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
 from cachetools import LRUCache
 
+from kg_fuse.client.retry import Backoff
 from kg_fuse.fs.kernel import give_memory_back
 from kg_fuse.fs.names import NameRegistry
+from kg_fuse.fs.nodes import NodeKind
 
 if TYPE_CHECKING:
     from kg_fuse.client import errors
@@ -55,7 +57,7 @@ class Drop(enum.Enum):
 
 @dataclass(frozen=True)
 class Failure:
-    """The last failed fetch: callers within ``retry_after`` get it without waiting."""
+    """The last failed fetch: callers queued behind it get it without waiting."""
 
     at: float
     plan: QueryPlan
@@ -73,9 +75,10 @@ class QueryState:
     mtimes: dict[str, bytes] = field(default_factory=dict)
     lock: trio.Lock = field(default_factory=trio.Lock)
     failure: Failure | None = None
+    retries: Backoff | None = None  # after a stalled fetch: when the next may go
     fetch_error: str | None = None  # why the last fetch for .meta/status failed
-    # when the directory (key "") and each writable control file (its kind) last changed
-    meta_mtimes: dict[str, int] = field(default_factory=dict)
+    # when the directory (None) and each writable control file (its kind) last changed
+    meta_mtimes: dict[NodeKind | None, int] = field(default_factory=dict)
     scratch: dict[str, bytearray] = field(default_factory=dict)
 
     def mtime_for(self, concept_id: str, body: bytes, now_ns: int) -> int:
@@ -91,6 +94,7 @@ class QueryState:
         """Drop what the next listing fetches again."""
         self.listing = None
         self.failure = None
+        self.retries = None
         self.fetch_error = None
 
 
@@ -114,10 +118,11 @@ class _Budget(LRUCache):
 class QueryStates:
     """The states of all queries in use, and the one place they are dropped."""
 
-    def __init__(self, budget: int = SETS_BUDGET) -> None:
+    def __init__(self, budget: int = SETS_BUDGET, on_stale: StaleListener | None = None
+                 ) -> None:
         self._states: dict[str, QueryState] = {}
         self._budget = _Budget(budget, self._over_budget)
-        self.on_stale: StaleListener | None = None
+        self.on_stale = on_stale
         self._dropped_bytes = 0
 
     def __len__(self) -> int:
@@ -141,6 +146,28 @@ class QueryStates:
             return None
         self._budget.get(key)  # a use: most recently used
         return state.listing
+
+    def held(self) -> list[tuple[str, ResultSet]]:
+        """The listings held now, by query key."""
+        return [(key, state.listing) for key, state in list(self._states.items())
+                if state.listing is not None]
+
+    def expire(self, keys: Iterable[str]) -> None:
+        """The next fetch of each listing goes to the server (the listing stays, as a
+        stale fallback); the kernel is told to forget its names."""
+        for key in keys:
+            state = self._states.get(key)
+            listing = state.listing if state is not None else None
+            if listing is None or listing.fetched_at == float("-inf"):
+                continue
+            listing.fetched_at = float("-inf")
+            if self.on_stale is not None:
+                self.on_stale(key, listing)
+
+    def server_back(self) -> None:
+        """The server answered again: failed listings may be fetched at once."""
+        for state in self._states.values():
+            state.failure = state.retries = None
 
     def store(self, state: QueryState, listing: ResultSet) -> None:
         state.listing = listing

@@ -186,8 +186,9 @@ class LevelSettings(Protocol):
 @dataclass(frozen=True)
 class DefaultOrigin:
     """The server default as the client knows it: its value, how it was learned
-    (``admin endpoint``, ``an inheriting search``, ``a probe search``, ``saved by an
-    earlier mount``) and when (wall clock), None while never learned."""
+    (``the epoch poll``, ``the admin endpoint``, ``an inheriting search``, ``a probe
+    search``, ``saved by an earlier mount``) and when (wall clock), None while never
+    learned."""
 
     value: float | None
     how: str | None = None

@@ -6,8 +6,9 @@
 └── <query>/               .meta/  <Label>.concept.md  <nested query>/  <link>
 ```
 
-Nodes are identified by (kind, owner, name): the owner is the path key of the query or
-ontology directory a node belongs to (``"gzip/levels"``, ``"ontology/Text"``).
+Nodes are identified by (kind, owner, name): the owner is the saved query or the
+ontology a node belongs to, as its kind says (``NodeKind.owner``): the query's key
+(``"gzip/levels"``) or the ontology's name (``"Text"``).
 
 Behaviour varies by kind as data: each ``NodeKind`` has one ``Behaviour`` (the table is
 ``kinds.BEHAVIOURS``; directories in ``directories``, files in ``files``). A behaviour
@@ -31,15 +32,18 @@ from kg_fuse.fs.control import ScratchFiles
 from kg_fuse.fs.errors import BadHandle, IsDirectory, NoEntry, NotDirectory, NotPermitted, ReadOnly
 from kg_fuse.fs.handles import FileHandle
 from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.nodes import InodeTable, Node, NodeKind
-from kg_fuse.fs.queries import ONTOLOGY_DIR, QueryPath, SavedQuery
+from kg_fuse.fs.invalidation import Invalidation
+from kg_fuse.fs.nodes import InodeTable, Node, NodeKind, Owner
+from kg_fuse.fs.planner import Planner
+from kg_fuse.fs.queries import QueryPath, SavedQuery
+from kg_fuse.fs.registry import QueryRegistry
 from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.watcher import ServerWatcher
 
 log = logging.getLogger(__name__)
 
 DOCUMENTS = "documents"
 INGEST = "ingest"
-ONTOLOGY_PREFIX = ONTOLOGY_DIR + "/"
 
 
 class Entry(NamedTuple):
@@ -50,10 +54,6 @@ class Entry(NamedTuple):
     kind: NodeKind
     owner: str
     key: str = ""
-
-
-def ontology_of(owner: str) -> str:
-    return owner[len(ONTOLOGY_PREFIX):]
 
 
 def query_path(owner: str) -> QueryPath:
@@ -70,9 +70,14 @@ async def _settled() -> None:
 
 @dataclass
 class Tree:
-    """The domain parts of one mount, which every behaviour works with."""
+    """The domain parts of one mount, which every behaviour works with (made and wired
+    by ``mount.assemble``)."""
 
     service: QueryService
+    registry: QueryRegistry
+    planner: Planner
+    watcher: ServerWatcher
+    invalidation: Invalidation
     catalog: Catalog
     ingest: IngestBox
     inodes: InodeTable
@@ -87,22 +92,31 @@ class Tree:
 
     def query(self, node: Node) -> SavedQuery:
         """The saved query a node belongs to (NoEntry once it was removed)."""
-        return self.service.get(query_path(node.owner))
+        return self.registry.get(query_path(node.owner))
 
     async def ontology_exists(self, name: str) -> bool:
         return await self.catalog.ontology(name) is not None
 
     def queries(self, parent: QueryPath) -> list[Entry]:
-        return [Entry(q.name, NodeKind.QUERY_DIR, q.key) for q in self.service.children(parent)]
+        return [Entry(q.name, NodeKind.QUERY_DIR, q.key)
+                for q in self.registry.children(parent)]
 
-    def touch(self, owner: str) -> None:
-        """The directory ``owner`` (or one control file's value) changed now."""
+    def touch(self, node: Node, part: NodeKind | None = None) -> None:
+        """The directory ``node`` (or, with ``part``, one of its query's control files'
+        value) changed now; a query's mtimes are kept with its state."""
         now = time.time_ns()
-        if not self.service.touch(owner, now):  # a query's are kept with its state
-            self.attrs.touch(owner, now)
+        if node.kind.owner is not Owner.QUERY:
+            self.attrs.touch((node.kind.owner, node.owner), now)
+        elif not self.service.touch(node.owner, now, part):
+            log.debug("no query %r to touch", node.owner)
 
-    def mtime_ns(self, owner: str) -> int:
-        return self.service.meta_mtime_ns(owner) or self.attrs.meta_mtime_ns(owner)
+    def mtime_ns(self, node: Node, part: NodeKind | None = None) -> int:
+        """When the directory ``node`` (or its query's control file ``part``) changed."""
+        if node.kind.owner is Owner.QUERY:
+            found = self.service.meta_mtime_ns(node.owner, part)
+            if found is not None:
+                return found
+        return self.attrs.meta_mtime_ns((node.kind.owner, node.owner))
 
 
 class Caching(enum.Enum):
@@ -123,7 +137,7 @@ class Behaviour:
     chown = False  # chmod/chown accepted (editors and ``cp -p`` set them on their files)
     caching = Caching.DIRECT
     live = False  # every read sees the current bytes, not the snapshot taken at open
-    # bytes and mtime known without waiting (``body_now``, ``mtime_now``): the hot path
+    # bytes and mtime known without waiting (``now``): the hot path
     # of result files, whose attributes and opens never await
     instant = False
 
@@ -144,7 +158,7 @@ class Behaviour:
         raise IsDirectory(node.name or node.owner)
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        return tree.mtime_ns(node.owner)
+        return tree.mtime_ns(node)
 
     def entry_timeout(self, tree: Tree, node: Node) -> float:
         """How long the kernel may cache the name and attributes."""
@@ -153,11 +167,9 @@ class Behaviour:
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Bring what the node shows up to date before it is looked at."""
 
-    def body_now(self, tree: Tree, node: Node) -> bytes:
-        raise NotImplementedError  # only for ``instant`` kinds
-
-    def mtime_now(self, tree: Tree, node: Node) -> int:
-        raise NotImplementedError  # only for ``instant`` kinds
+    def now(self, tree: Tree, node: Node) -> tuple[bytes, int]:
+        """The bytes and mtime, without awaiting (only for ``instant`` kinds)."""
+        raise NotImplementedError
 
     async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
         return []

@@ -53,6 +53,11 @@ def create_ontology(store: Store, name: str, description: str = "",
         _ontology_id(conn, name, description, created_by)
 
 
+# Concepts left without evidence once documents went (their instances cascade).
+DELETE_ORPHANS = ("DELETE FROM concepts WHERE id NOT IN "
+                  "(SELECT DISTINCT concept_id FROM instances)")
+
+
 def delete_ontology(store: Store, name: str) -> dict[str, int] | None:
     """Delete an ontology, its documents and the concepts left without evidence."""
     with store.transaction(content_change=True) as conn:
@@ -65,9 +70,7 @@ def delete_ontology(store: Store, name: str) -> dict[str, int] | None:
             "WHERE d.ontology_id = ?", (ont_id,)).fetchone()[0]
         documents = conn.execute("DELETE FROM documents WHERE ontology_id = ?",
                                  (ont_id,)).rowcount
-        orphans = conn.execute(
-            "DELETE FROM concepts WHERE id NOT IN (SELECT DISTINCT concept_id FROM instances)"
-        ).rowcount
+        orphans = conn.execute(DELETE_ORPHANS).rowcount
         conn.execute("DELETE FROM ontologies WHERE id = ?", (ont_id,))
     log.info("deleted ontology %r: %d documents, %d sources, %d orphaned concepts",
              name, documents, sources, orphans)
@@ -82,9 +85,7 @@ def delete_document(store: Store, document_id: str) -> dict[str, int] | None:
                                (document_id,)).fetchone()[0]
         if not conn.execute("DELETE FROM documents WHERE id = ?", (document_id,)).rowcount:
             return None
-        orphans = conn.execute(
-            "DELETE FROM concepts WHERE id NOT IN (SELECT DISTINCT concept_id FROM instances)"
-        ).rowcount
+        orphans = conn.execute(DELETE_ORPHANS).rowcount
     return {"sources_deleted": int(sources), "orphaned_concepts_deleted": int(orphans)}
 
 

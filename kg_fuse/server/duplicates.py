@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kg_fuse.server import repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.store import Store
@@ -33,9 +34,7 @@ def find(store: Store, before: ConceptIndex, index: ConceptIndex,
              if sim > NEAR_DUPLICATE]
     if not pairs:
         return []
-    labels = {r["id"]: r["label"] for r in store.query(
-        "SELECT id, label FROM concepts WHERE id IN "
-        f"({','.join('?' * (2 * len(pairs)))})", [x for p in pairs for x in p[:2]])}
+    labels = repository.labels(store, [x for p in pairs for x in p[:2]])
     return [{"concept_id": cid, "label": labels.get(cid, cid), "similar_to": other,
              "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
             for cid, other, sim in pairs]

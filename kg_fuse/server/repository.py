@@ -206,6 +206,13 @@ def ontologies_of(store: Store, ids: list[str]) -> dict[str, list[str]]:
     return names
 
 
+def labels(store: Store, ids: list[str]) -> dict[str, str]:
+    """Concept id -> label, for those of ``ids`` that exist."""
+    marks = ",".join("?" * len(ids))
+    return {r["id"]: r["label"] for r in store.query(
+        f"SELECT id, label FROM concepts WHERE id IN ({marks})", ids)}
+
+
 def concept_summaries(store: Store, ids: list[str]) -> dict[str, dict]:
     """Label, description, ontology names and evidence count of each concept."""
     if not ids:

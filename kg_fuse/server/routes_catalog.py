@@ -35,7 +35,11 @@ SQLITE_INT_MAX = 2**63 - 1  # larger offsets cannot be bound: 422, not 500
 
 @router.get("/database/epoch", response_model=EpochResponse)
 def epoch(ctx: Ctx, _user: User) -> EpochResponse:
-    return EpochResponse(epoch=ctx.graph.store.epoch())
+    """The content epoch, and the default threshold with its presets: every client polls
+    this, so a PUT default reaches all of them within one poll, with no search."""
+    graph = ctx.graph
+    return EpochResponse(epoch=graph.store.epoch(), default_threshold=graph.default_threshold(),
+                         threshold_presets=graph.presets())
 
 
 def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> CatalogNode:

@@ -32,6 +32,10 @@ class HealthResponse(BaseModel):
 
 class EpochResponse(BaseModel):
     epoch: int
+    # ours (extra fields other clients ignore): the search default and its presets, so
+    # a client polling the epoch follows a changed default without searching
+    default_threshold: float | None = None
+    threshold_presets: dict[str, float] | None = None
 
 
 # -- search -----------------------------------------------------------------------------

@@ -102,6 +102,20 @@ async def test_rmdir_ontology_with_the_mount_option_deletes_it(core: Core) -> No
     assert "Scratch" not in await core.fs.listdir("ontology")
 
 
+async def test_a_query_named_like_an_ontology_keeps_its_own_identity(core: Core) -> None:
+    """Nodes say whose they are by kind: a global query called like an ontology is
+    another directory, with its own inode and mtime."""
+    await core.fs.mkdir(COMPRESSION)  # a global query with the ontology's name
+    query, ontology = COMPRESSION, f"ontology/{COMPRESSION}"
+    before = (await core.fs.stat(query)).st_mtime_ns
+    await core.fs.mkdir(f"{ontology}/read data from files")
+    assert (await core.fs.stat(query)).st_mtime_ns == before
+    assert (await core.fs.stat(ontology)).st_mtime_ns > before
+    assert (await core.fs.stat(query)).st_ino != (await core.fs.stat(ontology)).st_ino
+    assert "read data from files" in await core.fs.listdir(ontology)
+    assert "read data from files" not in await core.fs.listdir(query)
+
+
 # -- scoped and nested queries ------------------------------------------------------------
 
 async def test_scoped_query_lists_only_that_ontologys_concepts(core: Core) -> None:

@@ -62,6 +62,11 @@ class ServerAdmin:
         response.raise_for_status()
         return response.json()
 
+    def requests(self, method_path: str) -> int:
+        """How many requests the server's access log shows, e.g. ``GET /database/epoch``."""
+        needle = f'"{method_path} HTTP/'
+        return Path(self.server.log_path).read_text(errors="replace").count(needle)
+
     def search_log(self, query: str) -> list[dict[str, str]]:
         """The server's request-log lines for searches of exactly this text."""
         found = []

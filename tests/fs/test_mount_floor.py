@@ -117,7 +117,7 @@ def test_the_listing_and_shown_default_follow_a_new_server_default(
 def test_an_idle_mount_never_searches(mount_factory, kg_admin) -> None:
     """Polling the server is a cheap GET of the epoch; the default is learned from the
     searches that run anyway, so an idle mount sends no search at all."""
-    from kg_fuse.fs.server_default import PROBE_TEXT
+    from kg_fuse.fs.watcher import PROBE_TEXT
 
     mount = mount_factory(extra_args=["--poll-interval", "0.2", "--max-age", "0.5"])
     mount.path(TEXT).mkdir()
@@ -127,3 +127,46 @@ def test_an_idle_mount_never_searches(mount_factory, kg_admin) -> None:
     time.sleep(3)  # 15 polls, 6 times --max-age
     assert len(kg_admin.search_log(PROBE_TEXT)) == probes
     assert len(kg_admin.search_log(TEXT)) == searches
+
+
+def wait_for_requests(kg_admin, method_path: str, count: int) -> None:
+    """Until the server logged ``count`` more such requests (the mount's own pace)."""
+    target = kg_admin.requests(method_path) + count
+    deadline = time.monotonic() + 60  # a hang guard, not a measurement
+    while kg_admin.requests(method_path) < target:
+        assert time.monotonic() < deadline, f"fewer than {count} {method_path}"
+        time.sleep(0.05)
+
+
+def test_an_ordinary_users_mount_follows_a_put_default_within_polls_and_idles_free(
+    mount_factory, kg_admin
+) -> None:
+    """The epoch response carries the default: a mount without the admin permission
+    shows a PUT default in .meta/threshold and in its inheriting listing after the next
+    poll (--max-age, 60 s, never comes into it), with no probe search; and an idle
+    mount sends no search at all."""
+    from kg_fuse.fs.watcher import PROBE_TEXT
+
+    poll = "GET /database/epoch"
+    mount = mount_factory(extra_args=["--poll-interval", "0.5"])  # user credentials
+    mount.path(TEXT).mkdir()
+    threshold = mount.path(TEXT, ".meta", "threshold")
+    before = results(mount, TEXT)
+    assert f"Server default: {kg_admin.get_default():g}" in threshold.read_text()
+    probes = len(kg_admin.search_log(PROBE_TEXT))
+    with kg_admin.default_set_to(0.75):
+        # the first poll logged may have read the old value while the PUT went in; the
+        # third starts after the mount has handled the second
+        wait_for_requests(kg_admin, poll, 3)
+        assert "Server default: 0.75" in threshold.read_text()
+        after = results(mount, TEXT)
+        assert len(after) < len(before)
+        assert kg_admin.search_log(TEXT)[-1]["threshold_used"] == "0.75"
+        status = mount.path(TEXT, ".meta", "status").read_text()
+        assert "server default: 0.75 (from " in status
+        searches = kg_admin.requests("POST /query/search")
+        wait_for_requests(kg_admin, poll, 12)  # a minute of polls at the default 5 s
+        assert kg_admin.requests("POST /query/search") == searches  # idle: no search
+    wait_for_requests(kg_admin, poll, 3)
+    assert results(mount, TEXT) == before
+    assert len(kg_admin.search_log(PROBE_TEXT)) == probes  # learned from polls alone

@@ -18,6 +18,7 @@ from kg_fuse.fs.ingest import IngestBox
 from kg_fuse.fs.mount import MountOptions
 from kg_fuse.fs.operations import KgOperations
 from kg_fuse.fs.service import QueryService
+from kg_fuse.fs.tree import Tree
 from kg_fuse.server.service import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
 
@@ -68,6 +69,11 @@ class Core:
     @property
     def service(self) -> QueryService:
         return self.ops.service
+
+    @property
+    def tree(self) -> Tree:
+        """Every part (``registry``, ``watcher``, ``invalidation``...), as wired."""
+        return self.ops.tree
 
     @property
     def catalog(self) -> Catalog:

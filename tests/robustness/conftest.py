@@ -23,8 +23,8 @@ FAULT_LOG = [
     r"WARNING kg_fuse\.fs\.errors: server request failed",
     r"WARNING kg_fuse\.fs\.errors: operation timed out",
     r"WARNING kg_fuse\.fs\.results: serving stale results",
-    r"WARNING kg_fuse\.fs\.results: concept details timed out",
-    r"WARNING kg_fuse\.fs\.service: server unavailable",
+    r"WARNING kg_fuse\.fs\.details: concept details timed out",
+    r"WARNING kg_fuse\.fs\.watcher: server unavailable",
 ]
 
 RELEVANT = "compress data with gzip"

@@ -40,9 +40,13 @@ def concept_id(http: httpx.Client, label: str) -> str:
     return next(r["concept_id"] for r in body["results"] if r["label"] == label)
 
 
-def test_epoch_is_an_int(http: httpx.Client) -> None:
+def test_epoch_is_an_int_with_the_default_beside_it(http: httpx.Client) -> None:
     body = http.get("/database/epoch").json()
-    assert set(body) == {"epoch"} and body["epoch"] >= 1
+    assert set(body) == {"epoch", "default_threshold", "threshold_presets"}  # the last: ours
+    assert isinstance(body["epoch"], int) and body["epoch"] >= 1
+    searched = http.post("/query/search", json={"query": "gzip"}).json()
+    assert body["default_threshold"] == searched["threshold_used"]
+    assert body["threshold_presets"] == searched["threshold_presets"]
 
 
 def test_catalog_root_lists_ontologies_with_document_counts(http: httpx.Client) -> None:

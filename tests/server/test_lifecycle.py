@@ -110,6 +110,8 @@ def test_presets_are_published_with_the_default_and_follow_it(admin: httpx.Clien
     with server.client("user") as user:
         body = user.post("/query/search", json={"query": RELEVANT}).json()
         assert body["threshold_used"] == default and body["threshold_presets"] == presets
+        polled = user.get("/database/epoch").json()  # what every mount polls
+        assert (polled["default_threshold"], polled["threshold_presets"]) == (default, presets)
     try:
         admin.put(THRESHOLD, json={"threshold": 0.9})
         raised = admin.get(THRESHOLD).json()["presets"]
@@ -117,6 +119,8 @@ def test_presets_are_published_with_the_default_and_follow_it(admin: httpx.Clien
         with server.client("user") as user:
             assert user.post("/query/search", json={"query": RELEVANT}).json()[
                 "threshold_presets"] == raised
+            polled = user.get("/database/epoch").json()
+            assert (polled["default_threshold"], polled["threshold_presets"]) == (0.9, raised)
     finally:
         admin.put(THRESHOLD, json={"threshold": default})
     assert admin.get(THRESHOLD).json()["presets"] == presets

@@ -39,7 +39,7 @@ def test_a_rejected_token_is_fetched_again_once_and_the_call_succeeds() -> None:
 
     async def main() -> tuple[int, int]:
         api = client(answer)
-        return await api.epoch(), await api.epoch()
+        return (await api.epoch()).epoch, (await api.epoch()).epoch
 
     assert trio.run(main) == (7, 7)
     assert sent == [("/api/auth/oauth/token", None),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyfuse3
 
-from kg_fuse.fs.nodes import InodeTable, NodeKind
+from kg_fuse.fs.nodes import InodeTable, NodeKind, Owner
 
 
 def looked_up(table: InodeTable, kind: NodeKind, query: str = "", name: str = "", n: int = 1):
@@ -124,11 +124,12 @@ def test_detach_query_detaches_everything_under_it():
         looked_up(table, NodeKind.RESULT_FILE, "q", "c1"),
     ]
     other = looked_up(table, NodeKind.QUERY_DIR, "other")
-    table.detach_owner("q")
+    namesake = looked_up(table, NodeKind.ONTOLOGY_DIR, "q")  # an ontology called q too
+    table.detach_owner(Owner.QUERY, "q")
     assert all(not n.attached for n in nodes)
     assert table.find(NodeKind.QUERY_DIR, "q") is None
     assert table.find(NodeKind.QUERY_DIR, "other") is other
-    assert other.attached
+    assert other.attached and namesake.attached
 
 
 def test_the_tables_memory_comes_back_when_the_kernel_forgets():

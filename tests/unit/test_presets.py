@@ -121,10 +121,14 @@ def test_search_response_carries_valid_presets_only() -> None:
 
 
 async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
-    from kg_fuse.fs.server_default import ServerDefault
+    from kg_fuse.fs.watcher import ServerWatcher
+
+    class Changes:  # what the invalidation is told
+        def default_changed(self, value: float, presets: object) -> None:
+            changes.append(value)
 
     changes = []
-    default = ServerDefault(None, ttl=60, on_change=lambda old, new: changes.append(new))
+    default = ServerWatcher(None, Changes(), ttl=60)
     default.observe(0.5, {"exact": 0.6, "comprehensive": 0.44})
     default.observe(0.5)  # a search that reported no presets: same default, keep them
     assert default.presets == {"exact": 0.6, "comprehensive": 0.44}
@@ -148,3 +152,45 @@ def test_the_presets_seen_persist_with_the_default() -> None:
     assert again.server_presets_seen == {"exact": 0.6, "comprehensive": 0.44}
     assert loads_state(dumps_state(StoreState(server_default_seen=0.5))
                        ).server_presets_seen is None
+
+
+def _server(epoch_body: dict, sent: list[str]):
+    """A server's answers: the epoch as given, the admin endpoint refused (a user)."""
+    import httpx
+
+    from kg_fuse.client.api import KgApiClient
+    from kg_fuse.client.credentials import Credentials
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(f"{request.method} {request.url.path}")
+        if request.url.path.endswith("/auth/oauth/token"):
+            return httpx.Response(200, json={"access_token": "t", "expires_in": 600})
+        if request.url.path.endswith("/database/epoch"):
+            return httpx.Response(200, json=epoch_body)
+        return httpx.Response(403, json={"detail": "Permission denied"})
+
+    return KgApiClient("http://kg.invalid", Credentials("user", "secret", "tests"),
+                       transport=httpx.MockTransport(answer))
+
+
+async def test_the_poll_learns_the_default_from_the_epoch_else_from_the_admin_endpoint(
+) -> None:
+    from kg_fuse.fs.watcher import FROM_EPOCH, ServerWatcher
+
+    sent: list[str] = []
+    published = {"epoch": 3, "default_threshold": 0.4,
+                 "threshold_presets": {"exact": 0.5, "standard": 0.4, "comprehensive": 0.3}}
+    ours = _server(published, sent)
+    default = ServerWatcher(ours, None, ttl=60)
+    await default.poll()
+    assert (default.value, default.origin.how) == (0.4, FROM_EPOCH)
+    assert default.presets == published["threshold_presets"]
+    assert "GET /admin/config/search-threshold" not in sent and default.fresh
+
+    sent.clear()  # a server that publishes nothing beside the epoch (the platform)
+    platform = _server({"epoch": 3}, sent)
+    default = ServerWatcher(platform, None, ttl=60, initial=0.5)
+    for _ in range(3):
+        await default.poll()
+    assert sent.count("GET /admin/config/search-threshold") == 1  # refused once: not again
+    assert default.value == 0.5 and not default.fresh and "POST /query/search" not in sent

@@ -11,9 +11,10 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.fs.plan import LevelCount
+from kg_fuse.fs.planner import Planner
 from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreState, _query_from_toml
+from kg_fuse.fs.registry import QueryRegistry
 from kg_fuse.fs.results import ResultSet
-from kg_fuse.fs.service import QueryService
 from kg_fuse.fs.status import query_toml, status_file, threshold_file
 from kg_fuse.fs.threshold import (
     AutoAdjustment,
@@ -23,6 +24,7 @@ from kg_fuse.fs.threshold import (
     describe_source,
     explain_thresholds,
 )
+from kg_fuse.fs.watcher import ServerWatcher
 
 ADMIN = DefaultOrigin(0.5, "the admin endpoint", 1_700_000_000.0)
 PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", threshold=0.7)
@@ -128,9 +130,11 @@ def test_query_toml_and_threshold_file_show_each_level() -> None:
 def test_the_plan_searches_each_level_at_its_explained_threshold(tmp_path: Path) -> None:
     state = StoreState({q.key: q for q in (PARENT, CHILD)}, server_default_seen=0.5)
     client = KgApiClient("http://127.0.0.1:9", Credentials("id", "secret", "test"))
-    service = QueryService(client, QueryStore(tmp_path), state)
-    plan = service.plan(CHILD)
-    explained = service.explain(CHILD)
+    registry = QueryRegistry(QueryStore(tmp_path), state)
+    watcher = ServerWatcher(client, None, ttl=60, initial=state.server_default_seen)
+    planner = Planner(client, registry, watcher)
+    plan = planner.plan(CHILD)
+    explained = planner.explain(CHILD)
     assert [lv.min_similarity for lv in plan.levels] == [
         lv.effective.min_similarity for lv in explained.chain] == [0.7, None]
     assert explained.default.how == "saved by an earlier mount"

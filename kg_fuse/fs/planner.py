@@ -1,0 +1,94 @@
+"""How a saved query becomes searches: its thresholds explained, its plan, and the
+creation-time probe that may lower an over-tight typed threshold.
+
+Pure over the registry and the watcher's default, except for the probe (one search,
+with its own deadline): no state of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+import trio
+
+from kg_fuse.client import errors
+from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.fs.plan import Level, QueryPlan
+from kg_fuse.fs.queries import QueryPath, SavedQuery, scope_of
+from kg_fuse.fs.registry import QueryRegistry
+from kg_fuse.fs.threshold import (
+    EffectiveThreshold,
+    ThresholdExplanation,
+    explain_thresholds,
+    floor_adjust,
+)
+from kg_fuse.fs.watcher import ServerWatcher
+
+log = logging.getLogger(__name__)
+
+
+class Planner:
+    def __init__(self, client: KgApiClient, registry: QueryRegistry, watcher: ServerWatcher,
+                 ontology_name: Callable[[str], str] = lambda name: name) -> None:
+        """``ontology_name``: an ontology directory's name -> the server's name."""
+        self._client = client
+        self._registry = registry
+        self._watcher = watcher
+        self._ontology_name = ontology_name
+
+    def explain(self, query: SavedQuery) -> ThresholdExplanation:
+        """Every threshold that filters the query's listing, and where each comes from."""
+        return explain_thresholds(self._registry.chain(query), query.union, query.exclude,
+                                  self._watcher.origin)
+
+    def effective(self, query: SavedQuery) -> EffectiveThreshold:
+        """The query's own threshold (its level; enclosing levels filter too)."""
+        return self.explain(query).own.effective
+
+    def scope(self, path: QueryPath) -> str | None:
+        """The server's name of the ontology a scoped query searches in."""
+        scope = scope_of(path)
+        return None if scope is None else self._ontology_name(scope)
+
+    def plan(self, query: SavedQuery) -> QueryPlan:
+        """What the listing searches: each level at the threshold ``explain`` gives it."""
+        scope = self.scope(query.path)
+        levels = []
+        for saved, explained in zip(self._registry.chain(query), self.explain(query).chain,
+                                    strict=True):
+            ontologies = tuple(sorted({link.ontology for link in saved.links}))
+            if scope is not None:
+                ontologies = (scope,)
+            levels.append(Level(saved.text, explained.effective.min_similarity, ontologies))
+        return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude)
+
+    async def probe(self, query: SavedQuery) -> SavedQuery:
+        """A new ``NAME@0.8`` query: when nothing reaches its threshold but the server
+        suggests one, lowered to it (never below the server default); else as typed."""
+        assert isinstance(query.threshold, float)
+        timeout = self._watcher.probe_timeout
+        try:
+            with trio.fail_after(timeout):
+                response = await self._client.search(
+                    SearchRequest(query.text, limit=min(query.effective_limit, 100),
+                                  min_similarity=query.threshold,
+                                  ontology=self.scope(query.path)),
+                    timeout=timeout,
+                )
+                if response.results or response.suggested_threshold is None:
+                    return query
+                default = await self._watcher.current_default()
+        except (errors.KgError, trio.TooSlowError) as exc:
+            log.info("creation probe for %r failed, keeping the typed threshold: %s",
+                     query.key, exc)
+            return query
+        if default is None:
+            return query
+        adjustment = floor_adjust(query.threshold, response.suggested_threshold, default)
+        if adjustment is None:
+            return query
+        log.info("auto-adjusted %r: %s -> %s (suggested %s, server default %s)", query.key,
+                 adjustment.from_value, adjustment.to_value, adjustment.suggested, default)
+        return replace(query, threshold=adjustment.to_value, auto_adjusted=adjustment)

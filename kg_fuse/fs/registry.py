@@ -1,0 +1,133 @@
+"""The saved queries: which exist, how they nest, and their persistence.
+
+Queries are identified by their path from the mount root (``("gzip",)``, ``("gzip",
+"levels")``, ``("ontology", "Data Compression and Archiving", "gzip")``). The registry
+holds them with an index of each query's children, and writes them (with the server
+default last seen) to the store after every change, before the change is acknowledged.
+It knows nothing about listings, the server or the kernel.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import trio
+
+from kg_fuse.fs.errors import Exists, NoEntry, NotEmpty
+from kg_fuse.fs.queries import QueryPath, QueryStore, SavedQuery, StoreState, query_key
+
+log = logging.getLogger(__name__)
+
+
+class QueryExists(Exists):
+    """A query with this path is already saved."""
+
+
+class QueryNotFound(NoEntry):
+    """No saved query has this path."""
+
+
+class QueryNotEmpty(NotEmpty):
+    """The query still has nested queries."""
+
+
+class QueryRegistry:
+    """The saved queries by key, their child index, and the store they persist to
+    (inside a trio run: it makes a trio lock)."""
+
+    def __init__(self, store: QueryStore, state: StoreState) -> None:
+        self.store = store
+        self.state = state
+        self._save_lock = trio.Lock()
+        self._dirty = False
+        self._children: dict[str, set[str]] = {}
+        for key, query in state.queries.items():
+            self._index(query.path, key)
+
+    def _index(self, path: QueryPath, key: str) -> None:
+        self._children.setdefault(query_key(path[:-1]), set()).add(key)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.state.queries)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.state.queries
+
+    def children(self, parent: QueryPath) -> list[SavedQuery]:
+        """The queries directly inside ``parent`` (``()`` for the root)."""
+        keys = self._children.get(query_key(parent), set())
+        return sorted((self.state.queries[k] for k in keys), key=lambda q: q.name)
+
+    def find(self, path: QueryPath) -> SavedQuery | None:
+        return self.state.queries.get(query_key(path))
+
+    def get(self, path: QueryPath) -> SavedQuery:
+        query = self.find(path)
+        if query is None:
+            raise QueryNotFound("/".join(path))
+        return query
+
+    def chain(self, query: SavedQuery) -> list[SavedQuery]:
+        """The query's enclosing queries, outermost first, then the query itself."""
+        chain = [query]
+        while chain[0].parent_key is not None:
+            chain.insert(0, self.state.queries[chain[0].parent_key])
+        return chain
+
+    def subtree(self, key: str) -> list[str]:
+        """The key and the keys of every query nested in it (their listings include its
+        threshold: a change to it changes theirs)."""
+        keys, pending = [], [key]
+        while pending:
+            current = pending.pop()
+            keys.append(current)
+            pending.extend(self._children.get(current, ()))
+        return keys
+
+    # -- changing (persisted before it returns, but for ``replace``) ------------------
+
+    async def add(self, query: SavedQuery) -> None:
+        if query.key in self.state.queries:  # created concurrently (e.g. while probing)
+            raise QueryExists(query.key)
+        self.state.queries[query.key] = query
+        self._index(query.path, query.key)
+        await self.save()
+
+    async def remove(self, path: QueryPath) -> SavedQuery:
+        query = self.get(path)
+        if self._children.get(query.key):
+            raise QueryNotEmpty(query.key)
+        del self.state.queries[query.key]
+        self._children.get(query_key(path[:-1]), set()).discard(query.key)
+        self._children.pop(query.key, None)
+        await self.save()
+        return query
+
+    def replace(self, query: SavedQuery) -> bool:
+        """Changed settings of a saved query (the caller saves); False when unchanged."""
+        if query == self.state.queries.get(query.key):
+            return False
+        self.state.queries[query.key] = query
+        return True
+
+    def remember_default(self, value: float | None, presets: dict[str, float] | None
+                         ) -> None:
+        """The server default changed: saved with the next save (``save_if_dirty``)."""
+        self.state.server_default_seen = value
+        self.state.server_presets_seen = presets
+        self._dirty = True
+
+    async def save(self) -> None:
+        """Persist the current state; saves are serialised so the last one wins."""
+        async with self._save_lock:
+            snapshot = copy.copy(self.state)
+            snapshot.queries = dict(self.state.queries)
+            self._dirty = False
+            await trio.to_thread.run_sync(self.store.save, snapshot)
+
+    async def save_if_dirty(self) -> None:
+        if self._dirty:
+            await self.save()

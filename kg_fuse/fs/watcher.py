@@ -1,0 +1,193 @@
+"""Watching the server: its content epoch, and its default threshold as last learned.
+
+The client never hard-codes a default. It learns it, cheapest first:
+
+1. from the epoch response, which the poller fetches every ``--poll-interval`` anyway and
+   which the embedded server extends with the default and its presets (any user);
+2. from ``threshold_used`` of every search that omitted ``min_similarity`` (the listings'
+   own searches: free);
+3. from the admin endpoint, when the server's epoch does not carry the default (the
+   platform) and the client may read it (a cheap GET, every ``--poll-interval``);
+4. otherwise, when someone needs the value (``.meta/threshold``, a creation probe) and the
+   last one is older than ``ttl`` (``--max-age``), from a one-result probe search with
+   the optional enrichments off. An idle mount never searches.
+
+So a PUT of a new default shows within ``--poll-interval`` on the embedded server for
+every client, and on the platform for a client allowed to read the admin endpoint;
+an ordinary user of the platform sees it within ``--max-age`` (cached listings expire
+then, and their refetch reports the new ``threshold_used``).
+
+Every value learned, whatever its source, goes through ``observe``; a change is handed
+to the invalidation, which decides what it drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Protocol
+
+import trio
+
+from kg_fuse.client import errors
+from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
+from kg_fuse.client.retry import Backoff, RetryPolicy
+from kg_fuse.fs.threshold import DefaultOrigin
+
+log = logging.getLogger(__name__)
+
+# An inheriting search of this text reports the default to any client (ADR-508).
+PROBE_TEXT = "kg-fuse server default probe"
+FROM_EPOCH = "the epoch poll"
+FROM_ADMIN = "the admin endpoint"
+FROM_SEARCH = "an inheriting search"
+FROM_PROBE = "a probe search"
+FROM_SAVED = "saved by an earlier mount"
+
+
+class Changes(Protocol):
+    """What the watcher reports (``invalidation.Invalidation``)."""
+
+    def content_changed(self) -> None: ...
+
+    def default_changed(self, value: float, presets: dict[str, float] | None) -> None: ...
+
+    def server_back(self) -> None: ...
+
+
+class ServerWatcher:
+    """The server's epoch and default as this mount knows them (inside a trio run)."""
+
+    def __init__(self, client: KgApiClient, changes: Changes | None, ttl: float,
+                 probe_timeout: float = 2.0, initial: float | None = None,
+                 presets: dict[str, float] | None = None) -> None:
+        self._client = client
+        self._changes = changes
+        self.ttl = ttl
+        self.probe_timeout = probe_timeout
+        self.value = initial
+        # The preset values the server publishes with its default (None: not learned,
+        # or a server that does not publish them: the fixed offsets apply).
+        self.presets = presets
+        self.server_error: str | None = None  # why the last poll failed
+        self._epoch: int | None = None
+        self._how: str | None = FROM_SAVED if initial is not None else None
+        self._learned_wall: float | None = None
+        self._learned_at: float | None = None
+        # after a failure the server is not asked again for ``ttl``
+        self._retries = Backoff(RetryPolicy.fixed(ttl))
+        self._admin_readable: bool | None = None
+        self._lock = trio.Lock()
+
+    @property
+    def fresh(self) -> bool:
+        return self._learned_at is not None and trio.current_time() - self._learned_at < self.ttl
+
+    @property
+    def origin(self) -> DefaultOrigin:
+        """The value, how it was learned and when (for ``.meta/status``)."""
+        return DefaultOrigin(self.value, self._how, self._learned_wall, self.presets)
+
+    # -- the one way in for a learned default --------------------------------------------
+
+    def observe(self, value: float | None, presets: dict[str, float] | None = None,
+                how: str = FROM_SEARCH) -> None:
+        """Record a value the server just reported (by default an inheriting search's
+        ``threshold_used``) and the presets it published with it. Presets come with
+        every search, also one with its own threshold: ``value`` None records them
+        alone."""
+        previous, previous_presets = self.value, self.presets
+        if value is None and presets is not None and "standard" in presets:
+            value = presets["standard"]  # the server publishes its default with them
+        if value is None:
+            if presets is None or self.value is None:
+                return
+            self.presets = presets
+        else:
+            self.value = value
+            if presets is not None or previous != value:  # a new default: its presets
+                self.presets = presets
+            self._how, self._learned_wall = how, time.time()
+            self._learned_at = trio.current_time()
+        if self.value is not None and (previous != self.value
+                                       or self.presets != previous_presets):
+            log.info("server default threshold is %s (was %s), presets %s", self.value,
+                     previous, self.presets or "not published")
+            if self._changes is not None:
+                self._changes.default_changed(self.value, self.presets)
+
+    # -- asking the server -----------------------------------------------------------------
+
+    async def current_default(self) -> float | None:
+        """The default, refreshed if older than ``ttl``; the last known value if the
+        server cannot be reached (None if it never was). After a failure the server is
+        not asked again for ``ttl`` seconds, so a dead server costs one deadline, not one
+        per ``stat``."""
+        if self.fresh or self._retries.waiting:
+            return self.value
+        async with self._lock:
+            if self.fresh or self._retries.waiting:
+                return self.value
+            try:
+                self.observe(*await self._learn())
+                self._retries.succeeded()
+            except errors.KgError as exc:
+                self._retries.failed()
+                log.info("could not refresh the server default: %s", exc)
+        return self.value
+
+    async def poll(self) -> bool:
+        """One look at the server (two cheap GETs at most, never a search): a changed
+        epoch or default is reported. Returns whether the content changed."""
+        try:
+            seen = await self._client.epoch(timeout=self.probe_timeout)
+            await self._polled_default(seen)
+        except errors.KgError as exc:
+            if self.server_error is None:
+                log.warning("server unavailable, serving cached listings: %s", exc)
+            self.server_error = str(exc)
+            return False
+        if self.server_error is not None:
+            log.info("server available again")
+            if self._changes is not None:
+                self._changes.server_back()
+        self.server_error = None
+        changed = self._epoch is not None and seen.epoch != self._epoch
+        if changed:
+            log.info("server content changed (epoch %s -> %s)", self._epoch, seen.epoch)
+            if self._changes is not None:
+                self._changes.content_changed()
+        self._epoch = seen.epoch
+        return changed
+
+    async def _polled_default(self, seen: Epoch) -> None:
+        """The default the epoch response carries; from a server that does not publish
+        it there, the admin endpoint where permitted, nothing otherwise."""
+        if seen.default_threshold is not None or seen.threshold_presets is not None:
+            self.observe(seen.default_threshold, seen.threshold_presets, FROM_EPOCH)
+            return
+        async with self._lock:
+            value, presets = await self._from_admin()
+            if value is not None:
+                self.observe(value, presets, FROM_ADMIN)
+
+    async def _from_admin(self) -> tuple[float | None, dict[str, float] | None]:
+        if self._admin_readable is False:
+            return None, None
+        try:
+            value, presets = await self._client.admin_default_threshold(
+                timeout=self.probe_timeout)
+        except (errors.PermissionDenied, errors.NotFound, errors.InvalidRequest):
+            self._admin_readable = False
+            return None, None
+        if value is not None:
+            self._admin_readable = True
+        return value, presets
+
+    async def _learn(self) -> tuple[float, dict[str, float] | None, str]:
+        value, presets = await self._from_admin()
+        if value is not None:
+            return value, presets, FROM_ADMIN
+        response = await self._client.search(SearchRequest(PROBE_TEXT, limit=1, lean=True),
+                                             timeout=self.probe_timeout)
+        return response.threshold_used, response.threshold_presets, FROM_PROBE

@@ -52,7 +52,7 @@ UNFAMILIARITY = {"corpus": 0.0, "form": 0.0, "typo": TYPO_PENALTY}
 #: "--foo", "xkcdq"; "cornmeal porridge" (one of each) and "lempel ziv markov chain
 #: compression" (two names WordNet lacks, two of the corpus's words) still count.
 MISSING_WEIGHT = {"meaning": 1.0, "name": 1.0, "unknown": 0.5, "english": 0.4}
-_SUPPORT = {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0}
+SUPPORT = {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0}
 #: What a bridge carries of the word's weight, by relation.
 BRIDGE_FACTORS = {"synonym": 0.8, "broader": 0.6, "related": 0.6, "broader2": 0.4,
                   "gloss": 0.45}
@@ -223,11 +223,14 @@ class QueryReading:
                 unfamiliar.append(1.0 - factor)
             else:
                 unfamiliar.append(None)
-        support = sum(_SUPPORT.get(word.kind, 0.0) if word.kind != "meaning" or u is None
-                      else 1.0 - u for (_, word), u in zip(judged, unfamiliar, strict=True)
-                      if u is not None)
-        against = sum(MISSING_WEIGHT[word.kind] for (_, word), u in zip(
-            judged, unfamiliar, strict=True) if u is None)
+        support = against = 0.0
+        for (_, word), u in zip(judged, unfamiliar, strict=True):
+            if u is None:
+                against += MISSING_WEIGHT[word.kind]
+            elif word.kind == "meaning":
+                support += 1.0 - u  # the factor of its bridge here
+            else:
+                support += SUPPORT[word.kind]
         if against > support or support == 0:
             return 0.0
         mean = sum(1.0 if u is None else u for u in unfamiliar) / len(unfamiliar)

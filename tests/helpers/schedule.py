@@ -30,6 +30,7 @@ MODULE_SECONDS = {
     "tests/readme/test_readme_blocks.py": 26,
     "tests/server/test_fuzz_openapi.py": 25,
     "tests/robustness/test_kernel_invalidation.py": 22,
+    "tests/fs/test_mount_user_words.py": 20,
     "tests/robustness/test_kill.py": 18,
     "tests/fs/test_mount_links_ingest.py": 17,
     "tests/server/test_graph_updates.py": 15,

@@ -64,7 +64,7 @@ class Synset:
     words: tuple[str, ...]
     pointers: tuple[tuple[str, int, str], ...]
     gloss: str
-    acronyms: frozenset[str] = frozenset()  # its words written in capitals (NIH, XXX)
+    acronyms: frozenset[str] = frozenset()  # its words written in capitals (NIH)
 
 
 class _SortedLines:

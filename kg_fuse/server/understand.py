@@ -279,7 +279,7 @@ def _bridges(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> list[Bridge
                         found[term] = Bridge(term, round(weight, 3), via)
 
     for pos in POS_FILES:
-        # an abbreviation's meaning (NIH, XXX) is not the word's: a short query word
+        # an abbreviation's meaning (NIH; thirty as a numeral) is not the word's: a query word
         # that happens to spell one bridges to the agency, not to what the user meant
         senses = [s for s in lexicon.synsets(word, pos) if word not in s.acronyms]
         for rank, synset in enumerate(senses[:SENSES]):

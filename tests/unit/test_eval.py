@@ -53,6 +53,19 @@ def test_everyday_sets_are_short_queries_with_a_held_out_half() -> None:
         assert token_shaped in shared
 
 
+def test_question_sets_are_new_queries_with_a_held_out_half_and_more_noise() -> None:
+    dev, held = sets.load("stdlib-questions"), sets.load("stdlib-questions-heldout")
+    assert len(dev.relevant) >= 25 and len(held.relevant) >= 25
+    texts = [q.text for q in dev.relevant + held.relevant]
+    assert len(set(texts)) == len(texts)
+    earlier = {q.text for name in ("stdlib", "heldout", "stdlib-everyday",
+                                   "stdlib-everyday-heldout")
+               for q in sets.load(name).relevant}
+    assert not earlier & set(texts)  # a new sitting, not a copy of the earlier sets
+    more = set(dev.gibberish) - set(sets.load("stdlib").gibberish)
+    assert len(more) >= 25 and {"日本語", "😀😀", "the of and"} <= more
+
+
 def test_a_set_file_by_path_and_clear_errors(tmp_path: Path) -> None:
     path = tmp_path / "mine.toml"
     path.write_text('gibberish = ["zzz"]\n[[query]]\ntext = "gzip"\nexpect = ["gzip.open"]\n')

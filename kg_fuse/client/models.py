@@ -116,6 +116,8 @@ class SearchResponse:
     unknown_words: tuple[str, ...] = ()  # ours: query words the corpus never uses
     # ours: query words read as other corpus words (forms, WordNet meanings, typos)
     expanded_words: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # ours: the words of a query read as noise because it only repeats them
+    repeated_words: tuple[str, ...] = ()
     # ours: the closest concepts below the threshold (label, score) when few came back,
     # and a threshold that lists the best of them
     near_misses: tuple[tuple[str, float], ...] = ()
@@ -149,7 +151,11 @@ def _reading_extras(body: dict) -> dict[str, Any]:
     expanded = body.get("expanded_words")
     near = body.get("near_misses")
     threshold = body.get("near_miss_threshold")
+    repeated = body.get("repeated_words")
     extras: dict[str, Any] = {}
+    if isinstance(repeated, list):
+        extras["repeated_words"] = tuple(clean_text(w) for w in repeated
+                                         if isinstance(w, str))
     if isinstance(expanded, dict):
         extras["expanded_words"] = tuple(
             (clean_text(word), tuple(clean_text(t) for t in terms if isinstance(t, str)))

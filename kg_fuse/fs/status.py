@@ -274,6 +274,11 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
     if response.expanded_words:
         lines.append("words read as: " + _one_line("; ".join(
             f"{word} -> {', '.join(terms)}" for word, terms in response.expanded_words)))
+    if response.repeated_words:
+        lines.append("words said over and over: " + _one_line(
+            ", ".join(response.repeated_words)))
+        lines.append("hint: a query that only repeats its words is read as noise; "
+                     "write each word once to search for it")
     if response.unknown_words:
         lines.append("words the documents never use: " + _one_line(
             ", ".join(response.unknown_words)))

@@ -5,7 +5,8 @@ word-form, WordNet and typo matches), with seeded noise of every shape a user mi
 type: short 3-5 letter tokens, consonant runs, keyboard mashes, long pronounceable
 nonsense, digits and punctuation, random-letter words, single nonsense words, everyday
 words that mean nothing together, and token shapes that corpora contain: option
-letters (``-ss``), placeholders (``xxx``) and hyphen- or underscore-joined runs.
+letters (``-ss``), placeholders (``xxx``) and hyphen- or underscore-joined runs, and
+an everyday word said over and over (``meow meow``).
 
 The statistic must not let one junk concept drag the default (a badly parsed concept
 with an empty or garbled text sits near the centre of the embedding space and attracts
@@ -154,13 +155,18 @@ def _joined_runs(rng: random.Random) -> str:
                        for _ in range(rng.randint(2, 4)))
 
 
+def _repeated_words(rng: random.Random) -> str:
+    """A word said over and over, as people test a search box (``meow meow``)."""
+    return " ".join([rng.choice(EVERYDAY_WORDS)] * rng.randint(2, 3))
+
+
 NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "short tokens": _short_tokens, "consonant runs": _consonant_runs,
     "keyboard mashes": _keyboard_mash, "long nonsense": _long_nonsense,
     "single nonsense words": _single_word, "digits and punctuation": _digits_punctuation,
     "random letters": _random_letters, "everyday nonsense": _everyday_nonsense,
     "option letters": _option_letters, "placeholders": _placeholders,
-    "joined runs": _joined_runs,
+    "joined runs": _joined_runs, "repeated words": _repeated_words,
 }
 
 

@@ -74,6 +74,7 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
         threshold_presets=graph.presets(),
         unknown_words=reading.unknown_words(),
         expanded_words=reading.expansions(),
+        repeated_words=list(reading.repeated) or None,
         near_misses=closest or None,
         near_miss_threshold=just_below(closest[0].score) if closest else None,
     )

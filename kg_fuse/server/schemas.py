@@ -111,6 +111,9 @@ class SearchResponse(BaseModel):
     # ours: the query's words the corpus does not use, with the corpus words they were
     # read as (other forms, WordNet's synonyms and broader terms, typo corrections)
     expanded_words: dict[str, list[str]] | None = None
+    # ours: a query that only says its words over and over ("blah blah blah") is read as
+    # noise and lists nothing; these are its words (each written once searches them)
+    repeated_words: list[str] | None = None
     # ours: when fewer than 3 results came back, the closest concepts below the
     # threshold, best first, and a threshold that lists the best of them
     near_misses: list[NearMissHit] | None = None

@@ -17,6 +17,10 @@ Every word of a query (function words left out) is read as one of:
 * ``unknown``: no word of English nor of the corpus (``xkcdq``, ``qwerty``);
 * ``number``: digits beside words, looked up as keywords only (``thing 12``).
 
+A query that only says its words over and over (``blah blah blah``, ``meow meow``, ``test
+test test``) is read as noise, the way people test a search box: its repeated words
+are reported, and the words written once search as usual.
+
 A word's *unfamiliarity* (0 = the corpus's own word, 1 = unknown) lowers the query's
 vector score (:meth:`QueryReading.familiarity`); its *alternatives* are the corpus
 words the keyword index looks up for it; its bridges are added to the embedded text.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -104,12 +108,22 @@ def text_words(texts: Iterable[str]) -> set[str]:
     return {t for text in texts for t in _TOKEN.findall(fold(text))}
 
 
+def _judged(token: str) -> bool:
+    return len(token) >= 2 and any(c.isalpha() for c in token) and token not in STOPWORDS
+
+
 def judged_words(query: str) -> list[str]:
     """The words a query is read by: tokens of two or more characters with a letter in
     them, English function words left out (a query of nothing else, ``-in``, ``of the``,
     asks for nothing)."""
-    return [t for t in tokens(query) if len(t) >= 2 and any(c.isalpha() for c in t)
-            and t not in STOPWORDS]
+    return [t for t in tokens(query) if _judged(t)]
+
+
+def repeated_words(query: str) -> list[str]:
+    """The query's judged words when every one of them comes twice or more (``blah blah
+    blah``, ``test test test``), else none."""
+    said = Counter(t for t in _TOKEN.findall(fold(query)) if _judged(t))
+    return list(said) if said and min(said.values()) >= 2 else []
 
 
 def edits1(word: str) -> set[str]:
@@ -194,6 +208,7 @@ class QueryReading:
 
     words: tuple[WordReading, ...]
     judged: bool = True  # False when there is no corpus to judge against
+    repeated: tuple[str, ...] = ()  # words said over and over: the query is noise
 
     def familiarity(self, bridged: Mapping[int, float] | None = None) -> float:
         """The factor a concept's vector score is multiplied by, given which words read
@@ -210,7 +225,7 @@ class QueryReading:
         if not self.judged:
             return 1.0
         judged = [(i, w) for i, w in enumerate(self.words) if w.kind != "number"]
-        if not judged:
+        if not judged or self.repeated:
             return 0.0
         unfamiliar = []
         for position, word in judged:
@@ -382,4 +397,4 @@ def read_query(query: str, vocabulary: Vocabulary, lexicon: WordNet) -> QueryRea
     if words:  # numbers count as keywords beside words ("thing 12"), never alone
         words += [WordReading(t, "number", (Bridge(t, 1.0, "corpus"),)) for t in tokens(query)
                   if t.isdigit() and len(t) >= 2 and t in vocabulary.words]
-    return QueryReading(tuple(words))
+    return QueryReading(tuple(words), repeated=tuple(repeated_words(query)))

@@ -75,6 +75,12 @@ def test_gibberish_lists_nothing_and_says_why(mount_factory,
         assert "suggested threshold" not in explained, noise  # nothing near: noise
     assert status(mount.path("asdfgh qwerty zxcvb"))["words the documents never use"] \
         == "asdfgh, qwerty, zxcvb"
+    chant = mount.path("pasta pasta pasta")  # "pasta" alone lists Cooking pasta
+    chant.mkdir()
+    assert results(chant) == []
+    explained = status(chant)
+    assert explained["words said over and over"] == "pasta"
+    assert "write each word once" in explained["hint"]
 
 
 def test_an_empty_directory_names_its_near_misses_and_a_way_forward(

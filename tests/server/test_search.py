@@ -40,9 +40,11 @@ def test_response_has_every_contract_field(http: httpx.Client) -> None:
     assert set(body) == {"query", "count", "results", "below_threshold_count",
                          "suggested_threshold", "top_match", "threshold_used", "offset",
                          "threshold_presets", "unknown_words", "expanded_words",
-                         "near_misses", "near_miss_threshold"}  # the last five: ours
+                         "near_misses", "near_miss_threshold",
+                         "repeated_words"}  # the last six: ours
     assert body["query"] == RELEVANT and body["offset"] == 0
     assert body["unknown_words"] == []  # the corpus uses every word of it
+    assert body["repeated_words"] is None
     assert body["count"] == len(body["results"]) == 5
     for result in body["results"]:
         assert set(result) == RESULT_FIELDS
@@ -65,6 +67,16 @@ def test_calibrated_default_separates_gibberish_from_gzip(kg_server: KGServer,
     assert all(r["score"] >= default for r in relevant["results"])
     noise = search(http, GIBBERISH)
     assert noise["count"] == 0 and noise["threshold_used"] == default
+
+
+def test_a_word_said_over_and_over_is_noise_and_said_once_is_searched(
+        http: httpx.Client) -> None:
+    once = search(http, "gzip")
+    assert once["count"] > 0 and once["repeated_words"] is None
+    chant = search(http, "gzip gzip gzip")
+    assert chant["count"] == 0 and chant["repeated_words"] == ["gzip"]
+    assert chant["near_misses"] is None  # noise has no near misses to offer
+    assert search(http, "gzip gzip data")["count"] > 0  # one word said once: a query
 
 
 def test_explicit_zero_wins_and_returns_low_scores(http: httpx.Client) -> None:

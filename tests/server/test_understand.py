@@ -156,6 +156,18 @@ def test_familiarity_follows_the_evidence_at_each_concept(lexicon: WordNet) -> N
     assert read_query("anything", Vocabulary(), lexicon).familiarity() == 1.0  # no corpus
 
 
+def test_a_query_that_only_repeats_its_words_is_noise(lexicon: WordNet) -> None:
+    for chant, words in (("pasta pasta pasta", ["pasta"]), ("Pasta, PASTA!", ["pasta"]),
+                         ("knife sharpening knife sharpening", ["knife", "sharpening"]),
+                         ("the pasta of the pasta", ["pasta"])):
+        reading = read_query(chant, KITCHEN, lexicon)
+        assert list(reading.repeated) == words, chant
+        assert reading.familiarity() == 0.0, chant
+    for query in ("pasta", "pasta pasta sauce", "of the pasta", "pasta 12 12"):
+        reading = read_query(query, KITCHEN, lexicon)
+        assert reading.repeated == () and reading.familiarity() > 0.5, query
+
+
 def test_unknown_words_are_those_with_no_bridge(lexicon: WordNet) -> None:
     reading = read_query("why bake the qwerty spaghetti QWERTY", KITCHEN, lexicon)
     assert reading.unknown_words() == ["qwerty"]  # once; bake and spaghetti were read
@@ -216,7 +228,10 @@ def test_token_shapes_match_names_only(store: Store, lexicon: WordNet) -> None:
 def test_calibration_measures_the_token_shapes_that_corpora_contain() -> None:
     noise = gibberish_queries()
     shapes = {s for s, _ in noise}
-    assert {"option letters", "placeholders", "joined runs", "everyday nonsense"} <= shapes
+    assert {"option letters", "placeholders", "joined runs", "everyday nonsense",
+            "repeated words"} <= shapes
+    chants = [q.split() for s, q in noise if s == "repeated words"]
+    assert chants and all(len(c) >= 2 and len(set(c)) == 1 for c in chants)
     options = [q for s, q in noise if s == "option letters"]
     assert all(w.startswith("-") for q in options for w in q.split())
     assert any(len(set(q.replace(" ", ""))) == 1 for s, q in noise if s == "placeholders")

@@ -17,9 +17,8 @@ Every word of a query (function words left out) is read as one of:
 * ``unknown``: no word of English nor of the corpus (``xkcdq``, ``qwerty``);
 * ``number``: digits beside words, looked up as keywords only (``thing 12``).
 
-A query that only says its words over and over (``blah blah blah``, ``meow meow``, ``test
-test test``) is read as noise, the way people test a search box: its repeated words
-are reported, and the words written once search as usual.
+A query that only repeats its words (``blah blah blah``, ``test test``) is noise: people
+test a search box that way.
 
 A word's *unfamiliarity* (0 = the corpus's own word, 1 = unknown) lowers the query's
 vector score (:meth:`QueryReading.familiarity`); its *alternatives* are the corpus
@@ -52,9 +51,7 @@ UNFAMILIARITY = {"corpus": 0.0, "form": 0.0, "typo": TYPO_PENALTY}
 #: found in other names only 1, a non-word 0.5, an English word with no bridge into
 #: the corpus 0.4 (the model may still know it). Where the words against outweigh the
 #: words for it, the query is noise at that concept and scores 0 there however its
-#: letters happen to embed: "plinth wobble" at a concept about tilting, "dib dab dob",
-#: "--foo", "xkcdq"; "cornmeal porridge" (one of each) and "lempel ziv markov chain
-#: compression" (two names WordNet lacks, two of the corpus's words) still count.
+#: letters embed ("dib dab dob", "--foo"; "cornmeal porridge" still counts).
 MISSING_WEIGHT = {"meaning": 1.0, "name": 1.0, "unknown": 0.5, "english": 0.4}
 SUPPORT = {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0}
 #: What a bridge carries of the word's weight, by relation.
@@ -293,10 +290,13 @@ def _bridges(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> list[Bridge
                     if term not in found or found[term].factor < weight:
                         found[term] = Bridge(term, round(weight, 3), via)
 
+    tagged = {pos: lexicon.tagged_senses(word, pos) for pos in POS_FILES}
     for pos in POS_FILES:
         # an abbreviation's meaning (NIH; thirty as a numeral) is not the word's: a query word
         # that happens to spell one bridges to the agency, not to what the user meant
         senses = [s for s in lexicon.synsets(word, pos) if word not in s.acronyms]
+        if any(tagged.values()):  # meanings the tagged texts never use: not the user's
+            senses = senses[:tagged[pos]]
         for rank, synset in enumerate(senses[:SENSES]):
             decay = SENSE_DECAY ** rank
             offer(synset.words, BRIDGE_FACTORS["synonym"] * decay, "synonym")

@@ -92,6 +92,19 @@ def test_words_the_corpus_never_uses_are_read_through_their_meaning(
     assert found[bridge].via == via and 0 < found[bridge].factor < 1.0
 
 
+def test_only_meanings_people_use_bridge(lexicon: WordNet) -> None:
+    """WordNet's sense-tagged texts show which meanings of a word are used: where some
+    are, the others (a mountain of paperwork, to pirate a film) do not bridge."""
+    assert lexicon.tagged_senses("pirate", "n") >= 1
+    assert lexicon.tagged_senses("pirate", "v") == 0
+    vocabulary = Vocabulary.of(["copy", "mount", "heap", "stack", "pasta"])
+    assert read_word("pirate", vocabulary, lexicon).kind == "english"  # not "copy"
+    assert terms(read_word("mountain", vocabulary, lexicon)) == ["mount"]
+    # a word the tagged texts never show keeps its meanings, most frequent first
+    assert lexicon.tagged_senses("spaghetti", "n") == 0
+    assert terms(read_word("spaghetti", vocabulary, lexicon)) == ["pasta"]
+
+
 def test_a_query_says_what_its_words_were_read_as(lexicon: WordNet) -> None:
     reading = read_query("bake a loaf of spaghetti", KITCHEN, lexicon)
     assert [w.word for w in reading.words] == ["bake", "loaf", "spaghetti"]

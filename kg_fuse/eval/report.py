@@ -46,6 +46,33 @@ def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
 
 
+def judged(run: EvalRun) -> dict | None:
+    """Precision and recall of the listings against the set's judgments (None: the set
+    has none): per query, the share of its listed files judged relevant, and the share
+    of its files judged relevant that are listed; each the mean over the queries where
+    it is defined (a listing with files; a query with a file judged relevant)."""
+    rows = [r for r in run.relevant if r.judged_relevant or r.judged_irrelevant]
+    if not rows:
+        return None
+    precisions, recalls, unjudged = [], [], 0
+    for r in rows:
+        good = set(r.judged_relevant)
+        listed = [label for label in r.listed_labels
+                  if label in good or label in r.judged_irrelevant]
+        unjudged += len(r.listed_labels) - len(listed)
+        if listed:
+            precisions.append(sum(label in good for label in listed) / len(listed))
+        if good:
+            recalls.append(sum(label in good for label in r.listed_labels) / len(good))
+    return {
+        "queries": len(rows),
+        "precision": round(statistics.fmean(precisions), 3) if precisions else None,
+        "recall": round(statistics.fmean(recalls), 3) if recalls else None,
+        "empty_listings": len(rows) - len(precisions),
+        "unjudged_listed": unjudged,
+    }
+
+
 def summary(run: EvalRun) -> dict:
     """The headline figures: distributions and the counts at the default."""
     defaults = sorted({r.threshold_used for r in [*run.gibberish, *run.relevant]})
@@ -67,6 +94,9 @@ def summary(run: EvalRun) -> dict:
         "gibberish_listing_anything_pct": _pct(len(gib_listing), len(run.gibberish)),
         "relevant_listed": len(hits),
         "relevant_listed_pct": _pct(len(hits), len(run.relevant)),
+        "cut": run.cut,
+        "listing_size": asdict(Distribution.of([float(r.listed) for r in run.relevant])),
+        "judged": judged(run),
     }
 
 
@@ -93,16 +123,24 @@ def many_to_json(runs: list[EvalRun]) -> str:
 
 def format_table(runs: list[EvalRun]) -> str:
     """One line per set: the default, gibberish listing anything, relevant listed."""
-    lines = [f"{'set':<28} {'default':>8} {'gibberish listing':>18} {'relevant listed':>20}"]
+    lines = [f"{'set':<28} {'default':>8} {'gibberish listing':>18} {'relevant listed':>20}"
+             f" {'size p50/p90':>13} {'precision':>9} {'recall':>7}"]
     for run in runs:
         s = summary(run)
         default = s["default_threshold"]
         default_text = f"{default:.2f}" if isinstance(default, float) else "varied"
+        size, judgments = s["listing_size"], s["judged"] or {}
         lines.append(
             f"{_short(run.qset.name, 28):<28} {default_text:>8} "
             f"{s['gibberish_listing_anything']:>8}/{len(run.gibberish):<9} "
-            f"{s['relevant_listed']:>6}/{len(run.relevant):<4} ({s['relevant_listed_pct']:5.1f}%)")
+            f"{s['relevant_listed']:>6}/{len(run.relevant):<4} ({s['relevant_listed_pct']:5.1f}%)"
+            f" {_n(size['median']):>6}/{_n(size['p90']):<6} "
+            f"{_n(judgments.get('precision'), 2):>9} {_n(judgments.get('recall'), 2):>7}")
     return "\n".join(lines)
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _f(value: float | None, width: int = 7) -> str:
@@ -157,6 +195,19 @@ def format_text(run: EvalRun) -> str:
                      f"top {g.best_label} {g.best_score:.3f}")
     lines.append(f"  relevant queries whose expected concept is listed: {s['relevant_listed']}"
                  f"/{len(run.relevant)} ({s['relevant_listed_pct']}%)")
+    size = s["listing_size"]
+    how = ("stopped by the relevance cut" if run.cut
+           else "everything above the default (--no-cut)")
+    lines.append(f"  listing size of the relevant queries: median {_n(size['median'])}, "
+                 f"p90 {_n(size['p90'])}, max {_n(size['max'])} ({how})")
+    judgments = s["judged"]
+    if judgments is not None:
+        lines.append(
+            f"  against the judgments ({judgments['queries']} queries judged file by file): "
+            f"precision {_n(judgments['precision'], 3)}, recall {_n(judgments['recall'], 3)}"
+            f"; {judgments['empty_listings']} empty listings"
+            + (f", {judgments['unjudged_listed']} listed files never judged"
+               if judgments["unjudged_listed"] else ""))
     misses = [r for r in run.relevant if not r.hit]
     if misses:
         lines += ["", f"Misses ({len(misses)}): query, best expected concept with its score "

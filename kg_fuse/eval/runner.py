@@ -5,7 +5,9 @@ Each query is searched twice:
 * a *probe* with ``min_similarity=0`` (everything scored), paged until an expected
   concept turns up or :data:`RANK_DEPTH` results were seen: its best score and rank;
 * the *listing* the mount would show: ``min_similarity`` omitted (the server default
-  applies) and the mount's default listing limit.
+  applies), the mount's default listing limit, and the mount's own plan code, so the
+  listing stops where the mount's relevance cut stops it (``--no-cut``: everything above
+  the default, as an explicit threshold lists).
 
 The figures are therefore what a user of ``mkdir "<query>"`` would see, whatever the
 server does inside (vector, keyword or fused scoring).
@@ -19,7 +21,10 @@ import trio
 
 from kg_fuse.client import KgApiClient, SearchRequest
 from kg_fuse.client.api import PAGE_SIZE_MAX
+from kg_fuse.client.models import ConceptHit
 from kg_fuse.eval.sets import QuerySet, RelevantQuery
+from kg_fuse.fs.plan import Level, QueryPlan, execute
+from kg_fuse.fs.threshold import PRESET_SIZES, STANDARD
 from kg_fuse.limits import DEFAULT_LIMIT
 
 RANK_DEPTH = 200
@@ -48,6 +53,9 @@ class RelevantResult:
     listed: int
     listed_rank: int | None  # its rank in the default listing, None when not listed
     threshold_used: float
+    listed_labels: tuple[str, ...] = ()  # the default listing, in rank order
+    judged_relevant: tuple[str, ...] = ()  # the set's judgments, when it has them
+    judged_irrelevant: tuple[str, ...] = ()
 
     @property
     def hit(self) -> bool:
@@ -61,17 +69,20 @@ class EvalRun:
     listing_limit: int
     gibberish: list[GibberishResult]
     relevant: list[RelevantResult]
+    cut: bool = True  # whether listings stop where the mount's relevance cut does
 
 
 class Evaluator:
     """Runs one set's queries through an API client, a few at a time."""
 
     def __init__(self, client: KgApiClient, qset: QuerySet,
-                 listing_limit: int = DEFAULT_LIMIT, depth: int = RANK_DEPTH) -> None:
+                 listing_limit: int = DEFAULT_LIMIT, depth: int = RANK_DEPTH,
+                 cut: bool = True) -> None:
         self.client = client
         self.qset = qset
         self.listing_limit = listing_limit
         self.depth = depth
+        self.cut = cut
 
     async def _search(self, text: str, limit: int, min_similarity: float | None,
                       offset: int = 0):
@@ -79,16 +90,20 @@ class Evaluator:
                                 offset=offset, ontology=self.qset.ontology)
         return await self.client.search(request, timeout=REQUEST_TIMEOUT)
 
-    async def _listing(self, text: str):
-        limit = min(self.listing_limit, PAGE_SIZE_MAX)
-        return await self._search(text, limit, None)
+    async def _listing(self, text: str) -> tuple[list[ConceptHit], float]:
+        """What an inheriting query directory lists, and the threshold it used."""
+        ontologies = (self.qset.ontology,) if self.qset.ontology else ()
+        plan = QueryPlan((Level(text, None, ontologies),), self.listing_limit,
+                         size=PRESET_SIZES[STANDARD] if self.cut else None)
+        outcome = await execute(self.client, plan)
+        return outcome.hits, outcome.primary.threshold_used
 
     async def gibberish_one(self, text: str) -> GibberishResult:
         probe = await self._search(text, 1, 0.0)
-        listing = await self._listing(text)
+        listing, used = await self._listing(text)
         top = probe.results[0] if probe.results else None
         return GibberishResult(text, top.score if top else 0.0, top.label if top else "",
-                               len(listing.results), listing.threshold_used)
+                               len(listing), used)
 
     async def relevant_one(self, query: RelevantQuery) -> RelevantResult:
         wanted = set(query.expect)
@@ -106,8 +121,8 @@ class Evaluator:
             seen += len(page.results)
             if best or len(page.results) < PAGE_SIZE_MAX:
                 break
-        listing = await self._listing(query.text)
-        listed_rank = next((i + 1 for i, hit in enumerate(listing.results)
+        listing, used = await self._listing(query.text)
+        listed_rank = next((i + 1 for i, hit in enumerate(listing)
                             if hit.label in wanted), None)
         return RelevantResult(
             text=query.text, expect=query.expect,
@@ -115,8 +130,9 @@ class Evaluator:
             best_label=best[1].label if best else None,
             rank=best[0] if best else None,
             top_score=top.score if top else 0.0, top_label=top.label if top else "",
-            listed=len(listing.results), listed_rank=listed_rank,
-            threshold_used=listing.threshold_used,
+            listed=len(listing), listed_rank=listed_rank, threshold_used=used,
+            listed_labels=tuple(hit.label for hit in listing),
+            judged_relevant=query.relevant, judged_irrelevant=query.irrelevant,
         )
 
     async def run(self) -> EvalRun:
@@ -139,4 +155,4 @@ class Evaluator:
                 nursery.start_soon(rel, i, query)
         return EvalRun(self.qset, self.client.api_url, self.listing_limit,
                        [g for g in gibberish if g is not None],
-                       [r for r in relevant if r is not None])
+                       [r for r in relevant if r is not None], self.cut)

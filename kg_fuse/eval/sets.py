@@ -12,6 +12,8 @@ A set is a TOML file::
     [[query]]
     text = "sort a list"
     expect = ["sorted", "builtins.sorted", "list.sort"]   # any one listed is a hit
+    relevant = ["sorted", "list.sort", ...]      # optional: judged by hand, file by file
+    irrelevant = ["heapq.merge", ...]            # (the judged sets, ``judged-*.toml``)
 
 The sets that ship with kg-fuse live next to this module (``sets/*.toml``); ``--set``
 takes one of their names or a path to a file of the same shape.
@@ -35,6 +37,13 @@ class QuerySetError(ValueError):
 class RelevantQuery:
     text: str
     expect: tuple[str, ...]
+    # judged by hand: every file of a listing marked relevant or not (empty: not judged)
+    relevant: tuple[str, ...] = ()
+    irrelevant: tuple[str, ...] = ()
+
+    @property
+    def judged(self) -> bool:
+        return bool(self.relevant or self.irrelevant)
 
 
 @dataclass
@@ -99,8 +108,11 @@ def load(name_or_path: str) -> QuerySet:
         text = item.get("text") if isinstance(item, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise QuerySetError(f"{where}: missing 'text'")
+        judged = {key: tuple(_strings(item.get(key, []), f"{where}: {key}"))
+                  for key in ("relevant", "irrelevant")}
         qset.relevant.append(RelevantQuery(text.strip(),
-                                           tuple(_strings(item.get("expect"), where))))
+                                           tuple(_strings(item.get("expect"), where)),
+                                           **judged))
     for other in _strings(raw.get("gibberish_sets", []), f"{path.name}: gibberish_sets"):
         extra = _read(_locate(other, path.parent))
         qset.gibberish += _strings(extra.get("queries", []), f"{other}: queries")

@@ -6,7 +6,8 @@ ontologies (its scope or links, OR between links). A concept is listed when it m
 every level (AND); its combined score is the *lowest* of its level scores, so a concept
 ranks as high as its weakest match. Union terms then add their matches (at the query's
 own threshold, scored by that term), exclude terms remove theirs, and the list is cut at
-the query's limit.
+the query's limit, or earlier where the scores fall away from the best one (``cut.py``:
+inheriting and preset thresholds only; an explicit threshold lists everything above it).
 
 Paging: the search API returns at most 100 results a call, so larger wants page with
 ``offset``. A scoped page can come back short on the platform (it filters after paging),
@@ -22,6 +23,7 @@ import trio
 
 from kg_fuse.client.api import PAGE_SIZE_MAX, KgApiClient, SearchRequest
 from kg_fuse.client.models import ConceptHit, SearchResponse
+from kg_fuse.fs.cut import Cut, relevance_cut
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class QueryPlan:
     limit: int
     union: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    size: int | None = None  # the preset's listing size; None: all above the thresholds
 
     @property
     def own(self) -> Level:
@@ -71,6 +74,7 @@ class PlanOutcome:
     default_seen: float | None  # threshold_used of an inheriting search, if any ran
     levels: tuple[LevelCount, ...] = ()  # plan.levels in order, then union, exclude
     presets_seen: dict[str, float] | None = None  # the presets any search published
+    cut: Cut | None = None  # where the ranking was cut, and why
 
 
 class _Searcher:
@@ -165,6 +169,7 @@ async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
         removed = sum(combined.pop(cid, None) is not None for cid in excluded[term])
         counts.append(LevelCount("exclude", term, len(excluded[term]), removed))
     ranked = sorted(combined.values(), key=lambda h: (-h.score, h.label, h.concept_id))
+    cut = relevance_cut([hit.score for hit in ranked], plan.size, plan.limit)
     assert searcher.primary is not None
-    return PlanOutcome(ranked[: plan.limit], searcher.primary, searcher.default_seen,
-                       tuple(counts), searcher.presets_seen)
+    return PlanOutcome(ranked[: cut.kept], searcher.primary, searcher.default_seen,
+                       tuple(counts), searcher.presets_seen, cut)

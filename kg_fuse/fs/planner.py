@@ -53,16 +53,19 @@ class Planner:
         return None if scope is None else self._ontology_name(scope)
 
     def plan(self, query: SavedQuery) -> QueryPlan:
-        """What the listing searches: each level at the threshold ``explain`` gives it."""
+        """What the listing searches: each level at the threshold ``explain`` gives it,
+        and how far its ranking may be listed (the own threshold's listing size)."""
         scope = self.scope(query.path)
+        explanation = self.explain(query)
         levels = []
-        for saved, explained in zip(self._registry.chain(query), self.explain(query).chain,
+        for saved, explained in zip(self._registry.chain(query), explanation.chain,
                                     strict=True):
             ontologies = tuple(sorted({link.ontology for link in saved.links}))
             if scope is not None:
                 ontologies = (scope,)
             levels.append(Level(saved.text, explained.effective.min_similarity, ontologies))
-        return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude)
+        return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude,
+                         explanation.own.effective.listing_size)
 
     async def probe(self, query: SavedQuery) -> SavedQuery:
         """A new ``NAME@0.8`` query: when nothing reaches its threshold but the server

@@ -26,6 +26,7 @@ from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.client.retry import Backoff, RetryPolicy
+from kg_fuse.fs.cut import Cut
 from kg_fuse.fs.details import ConceptDetails
 from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
 from kg_fuse.fs.query_state import Failure, QueryState, QueryStates
@@ -55,6 +56,7 @@ class ResultSet:
     by_concept: dict[str, ResultFile] = field(default_factory=dict)
     stale: bool = False
     levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
+    cut: Cut | None = None  # where the ranking was cut, and why
 
     def add(self, result: ResultFile) -> None:
         self.files[result.name] = result
@@ -190,7 +192,7 @@ class ResultCache:
         # their descriptions costs more memory than the rendered files)
         hints = replace(outcome.primary, results=())
         result_set = ResultSet(plan, hints, trio.current_time(), time.time(),
-                               levels=outcome.levels)
+                               levels=outcome.levels, cut=outcome.cut)
         now_ns = time.time_ns()
         for hit in outcome.hits:
             # interned: the same concept in many queries keeps one id and one name

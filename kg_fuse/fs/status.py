@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
+from kg_fuse.fs.cut import CUT_GAP, Cut, CutReason
 from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml, scope_of
 from kg_fuse.fs.threshold import (
     PRESET_OFFSETS,
+    PRESET_SIZES,
     FilterLevel,
     Role,
     ThresholdExplanation,
@@ -43,6 +45,11 @@ def _fmt(value: float | None) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def counted(n: int, one: str, many: str) -> str:
+    """'1 match', '2 matches': a count the way a person writes it."""
+    return f"{n} {one if n == 1 else many}"
 
 
 def _stored(query: SavedQuery) -> str:
@@ -96,7 +103,7 @@ def level_lines(explanation: ThresholdExplanation,
         text = _level_line(level, explanation)
         if len(counts) == len(explanation.levels):
             count = counts[index]
-            text += f"; {count.matches} matches"
+            text += f"; {counted(count.matches, 'match', 'matches')}"
             if level.role is Role.ENCLOSING:
                 text += f", {count.changed} of this query's matches not among them"
             elif level.role is Role.UNION:
@@ -232,7 +239,8 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
         lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
     counts = results.levels if results is not None else ()
     if len(explanation.levels) > 1:
-        lines.append(f"thresholds: {len(explanation.chain)} level(s); a concept is listed "
+        lines.append(f"thresholds: {counted(len(explanation.chain), 'level', 'levels')}; "
+                     "a concept is listed "
                      "only when it reaches every level's threshold")
     lines += [f"{key}: {text}" for key, text in level_lines(explanation, counts)]
     lines.append(f"limit: {query.effective_limit}")
@@ -241,18 +249,20 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
     if results is None:
         lines.append("results: not fetched")
     else:
-        lines += _results_lines(results, explanation, stale=problem is not None)
+        lines += _results_lines(results, explanation, stale=problem is not None,
+                                limit=query.effective_limit)
     if problem:
         lines.append(f"error: {_one_line(problem)}")
     return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
 
 
-def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale: bool
-                   ) -> list[str]:
+def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale: bool,
+                   limit: int) -> list[str]:
     response = results.response
     freshness = "stale: server unavailable" if results.stale or stale else "fresh"
     lines = [
         f"results: {len(results.files)}",
+        *cut_lines(results.cut, explanation, limit),
         f"fetched: {_when(results.fetched_wall)} ({freshness})",
         f"threshold used by the server: {format_threshold(response.threshold_used)}",
     ]
@@ -292,3 +302,38 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
             "(below the server default they may be noise)"
         )
     return lines
+
+
+def cut_lines(cut: Cut | None, explanation: ThresholdExplanation, limit: int) -> list[str]:
+    """Where the listing was cut, why, and how to see more (``cut.py``)."""
+    if cut is None or cut.ranked == 0:
+        return []
+    # a ranking as deep as the fetch may go on: the server was asked for ``limit``
+    found = (f"at least {cut.ranked}" if cut.ranked >= limit and len(explanation.levels) == 1
+             else str(cut.ranked))
+    if cut.reason is CutReason.NONE:
+        why = (f"none: all {found} within {CUT_GAP} of the best score are listed"
+               if cut.size is not None else
+               "none: an explicit threshold lists every match above it")
+        return [f"cut: {why}"]
+    falls = ("" if cut.falls is None else
+             f"; the score falls from {cut.falls[0]:.2f} to {cut.falls[1]:.2f}")
+    if cut.reason is CutReason.LIMIT:
+        return [f"cut: after {cut.kept} of {found} matches: .meta/limit is {limit}{falls}",
+                "more: write a larger number (up to 1000) to .meta/limit"]
+    if cut.reason is CutReason.GAP:
+        head = (f"cut: after {cut.kept} of {found} matches{falls}, more than {CUT_GAP} "
+                f"below the best ({cut.best:.2f})")
+    else:
+        preset = explanation.own.effective.preset or "standard"
+        head = (f"cut: after {cut.kept} of {found} matches: the {preset} listing size is "
+                f"{cut.size}{falls}")
+    value = explanation.own.effective.value
+    more = ("more: write a number to .meta/threshold to list every match above it"
+            if value is None else
+            f"more: write {format_threshold(value)} to .meta/threshold to list every match "
+            f"above it (up to .meta/limit, {limit})")
+    wider = max(PRESET_SIZES.values())
+    if (cut.size or 0) < wider:
+        more += f", or comprehensive for up to {wider}"
+    return [head, more]

@@ -27,6 +27,11 @@ STANDARD = "standard"  # the preset that means inherit
 #: noise floor: its extra results may be noise.
 PRESET_OFFSETS: dict[str, float] = {"exact": 0.10, "comprehensive": -0.06}
 PRESET_WORDS = ("exact", STANDARD, "comprehensive")
+#: The most results a listing at each preset shows, before its relevance cut stops it
+#: earlier (``cut.py``): the presets pair a threshold with a result count, as ChromaDB's
+#: exact 5 / standard 12 / comprehensive 25 do. An explicit threshold has no size: it
+#: lists everything above it, up to ``.meta/limit``.
+PRESET_SIZES: dict[str, int] = {"exact": 5, STANDARD: 12, "comprehensive": 25}
 BELOW_NOISE_FLOOR = "comprehensive"
 
 #: What a query stores: a number, a preset word ("exact"/"comprehensive"), or None.
@@ -72,6 +77,15 @@ class EffectiveThreshold:
     def described(self) -> str:
         """'preset exact' / 'server default' / ... for status lines."""
         return f"preset {self.preset}" if self.preset else self.source.value
+
+    @property
+    def listing_size(self) -> int | None:
+        """How many results the listing shows at most before its relevance cut: the
+        preset's size for an inheriting or preset threshold, None (everything above
+        it) for an explicit one."""
+        if self.source is ThresholdSource.SERVER_DEFAULT:
+            return PRESET_SIZES[STANDARD]
+        return PRESET_SIZES[self.preset] if self.preset else None
 
     @property
     def may_list_noise(self) -> bool:

@@ -41,6 +41,13 @@ async def search(core: Core, query: str, **fields: object) -> dict:
         return response.json()
 
 
+async def list_all(core: Core, query: str) -> None:
+    """Write the server default to the query's threshold: an explicit threshold lists
+    every match above it (no relevance cut), so a test can reason about sets."""
+    default = core.server.graph.default_threshold()
+    await core.fs.write(f"{query}/.meta/threshold", f"{default}\n".encode())
+
+
 async def all_matches(core: Core, query: str) -> set[str]:
     """Every concept id the search matches at the default, page by page (as a listing)."""
     found: set[str] = set()
@@ -177,6 +184,7 @@ async def test_exclude_replace_append_clear_and_effect(core: Core) -> None:
     query = "compress data with gzip"
     exclude = f"{query}/.meta/exclude"
     await core.fs.mkdir(query)
+    await list_all(core, query)
     before = results(await core.fs.listdir(query))
     assert "bz2.compress.concept.md" in before
     await core.fs.write(exclude, b"bz2 compression\n")
@@ -214,6 +222,7 @@ async def test_links_restrict_a_query_to_the_linked_ontologies(core: Core) -> No
     query = "read data from files"
     await core.fs.mkdir(query)
     await core.fs.write(f"{query}/.meta/limit", b"1000\n")  # no listing cut at the limit
+    await list_all(core, query)  # nor where the scores fall off
     unrestricted = results(await core.fs.listdir(query))
     await core.fs.symlink(f"{query}/compression", f"../ontology/{COMPRESSION}")
     assert await core.fs.readlink(f"{query}/compression") == f"../ontology/{COMPRESSION}"

@@ -59,7 +59,8 @@ def relevance_cut(scores: Sequence[float], size: int | None, limit: int) -> Cut:
     best = scores[0] if scores else None
     if size is None:
         kept = min(ranked, limit)
-        reason = CutReason.LIMIT if ranked > limit else CutReason.NONE
+        # a ranking as long as the limit was fetched to the limit: more may follow
+        reason = CutReason.LIMIT if ranked >= limit else CutReason.NONE
     else:
         cap = min(size, limit)
         close = sum(1 for score in scores if best is not None and score >= best - CUT_GAP)

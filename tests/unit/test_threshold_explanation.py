@@ -10,6 +10,7 @@ from pathlib import Path
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.models import SearchResponse
+from kg_fuse.fs.cut import relevance_cut
 from kg_fuse.fs.plan import LevelCount
 from kg_fuse.fs.planner import Planner
 from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreState, _query_from_toml
@@ -17,6 +18,7 @@ from kg_fuse.fs.registry import QueryRegistry
 from kg_fuse.fs.results import ResultSet
 from kg_fuse.fs.status import query_toml, status_file, threshold_file
 from kg_fuse.fs.threshold import (
+    PRESET_SIZES,
     AutoAdjustment,
     DefaultOrigin,
     Role,
@@ -138,3 +140,49 @@ def test_the_plan_searches_each_level_at_its_explained_threshold(tmp_path: Path)
     assert [lv.min_similarity for lv in plan.levels] == [
         lv.effective.min_similarity for lv in explained.chain] == [0.7, None]
     assert explained.default.how == "saved by an earlier mount"
+
+
+def cut_status(query: SavedQuery, scores: list[float], size: int | None, limit: int = 50
+               ) -> dict[str, str]:
+    explanation = explain_thresholds([query], (), (), ADMIN)
+    response = SearchResponse(query.text, (), 0.5, None, None, None)
+    listing = ResultSet(None, response, 0.0, 0.0,  # type: ignore[arg-type]
+                        cut=relevance_cut(scores, size, limit))
+    text = status_file(query, explanation, listing, None).decode()
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+def test_status_says_where_the_listing_was_cut_why_and_how_to_see_more() -> None:
+    query = SavedQuery(("q",), "q")
+    lines = cut_status(query, [0.91, 0.76, 0.72, 0.6], PRESET_SIZES["standard"])
+    assert lines["cut"] == ("after 2 of 4 matches; the score falls from 0.76 to 0.72, more "
+                            "than 0.16 below the best (0.91)")
+    assert lines["more"] == ("write 0.5 to .meta/threshold to list every match above it "
+                             "(up to .meta/limit, 50), or comprehensive for up to 25")
+    flat = cut_status(query, [0.5] * 50, PRESET_SIZES["standard"])
+    assert flat["cut"] == ("after 12 of at least 50 matches: the standard listing size is "
+                           "12; the score falls from 0.50 to 0.50")
+    exact = cut_status(SavedQuery(("q",), "q", threshold="exact"), [0.7] * 9,
+                       PRESET_SIZES["exact"])
+    assert exact["cut"].startswith("after 5 of 9 matches: the exact listing size is 5")
+    assert exact["more"].startswith("write 0.6 to .meta/threshold")
+
+
+def test_status_of_an_explicit_threshold_or_a_limit() -> None:
+    own = SavedQuery(("q",), "q", threshold=0.3)
+    assert cut_status(own, [0.9, 0.4], None)["cut"] == (
+        "none: an explicit threshold lists every match above it")
+    limited = cut_status(SavedQuery(("q",), "q", threshold=0.3, limit=2), [0.9, 0.8],
+                         None, limit=2)
+    assert limited["cut"] == "after 2 of at least 2 matches: .meta/limit is 2"
+    assert limited["more"] == "write a larger number (up to 1000) to .meta/limit"
+    assert "cut" not in cut_status(own, [], None)  # nothing matched: nothing was cut
+
+
+def test_counts_read_the_way_a_person_writes_them() -> None:
+    explained = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    lines = status(CHILD, explained, (LevelCount("level", PARENT.text, 1, 0),
+                                       LevelCount("level", CHILD.text, 2)))
+    assert lines["level 1"].endswith("; 1 match, 0 of this query's matches not among them")
+    assert lines["level 2"].endswith("; 2 matches")
+    assert lines["thresholds"].startswith("2 levels;")

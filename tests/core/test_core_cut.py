@@ -1,0 +1,128 @@
+"""A listing is the answer: an inheriting or preset listing stops where its scores fall
+away from the best one, on the real app and the real model (kernel-free tier)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.fs.plan import Level, QueryPlan, execute
+from kg_fuse.fs.threshold import PRESET_SIZES
+from tests.core.test_core_parts import CountingTransport
+from tests.helpers.core import API_URL, Core
+
+NARROW = "compress data with gzip"  # gzip.compress, then a drop
+BROAD = "compression"  # every compression module, close together
+CONTRACT_FIELDS = {"query", "count", "results", "below_threshold_count",
+                   "suggested_threshold", "top_match", "threshold_used", "offset"}
+
+
+def results(names: list[str]) -> list[str]:
+    return [n for n in names if n.endswith(".concept.md")]
+
+
+async def status(core: Core, query: str) -> dict[str, str]:
+    text = (await core.fs.read(f"{query}/.meta/status")).decode()
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+async def test_a_narrow_query_lists_its_answer_and_a_broad_one_lists_more(core: Core) -> None:
+    await core.fs.mkdir(NARROW)
+    await core.fs.mkdir(BROAD)
+    narrow = results(await core.fs.listdir(NARROW))
+    broad = results(await core.fs.listdir(BROAD))
+    assert "gzip.compress.concept.md" in narrow
+    assert 1 <= len(narrow) < len(broad) <= PRESET_SIZES["standard"]
+    lines = await status(core, NARROW)
+    assert lines["results"] == str(len(narrow))
+    assert lines["cut"].startswith(f"after {len(narrow)} of at least 50 matches; the score "
+                                   "falls from ")
+    assert "more than 0.16 below the best" in lines["cut"]
+    assert lines["cut"] != (await status(core, BROAD))["cut"]
+
+
+async def test_writing_the_threshold_explicitly_lists_everything_above_it(core: Core) -> None:
+    await core.fs.mkdir(NARROW)
+    cut = results(await core.fs.listdir(NARROW))
+    more = (await status(core, NARROW))["more"]
+    value = more.split()[1]  # "write 0.28 to .meta/threshold to list every match ..."
+    assert float(value) == core.server.graph.default_threshold()
+    await core.fs.write(f"{NARROW}/.meta/threshold", f"{value}\n".encode())
+    everything = results(await core.fs.listdir(NARROW))
+    assert set(cut) < set(everything) and len(everything) == 50  # the limit
+    assert (await status(core, NARROW))["cut"] == (
+        "after 50 of at least 50 matches: .meta/limit is 50")
+    await core.fs.write(f"{NARROW}/.meta/threshold", b"inherit\n")
+    assert results(await core.fs.listdir(NARROW)) == cut
+
+
+async def test_each_preset_lists_at_most_its_size(core: Core) -> None:
+    sizes = {}
+    for word in PRESET_SIZES:
+        query = f"{BROAD}@{word}"  # the same words at each preset
+        await core.fs.mkdir(query)
+        sizes[word] = len(results(await core.fs.listdir(query)))
+    assert 1 <= sizes["exact"] <= 5
+    assert sizes["exact"] < sizes["standard"] <= 12 < sizes["comprehensive"] <= 25
+
+
+async def test_a_nested_query_is_cut_after_its_levels_are_combined(core: Core) -> None:
+    child = f"{BROAD}/read a file"
+    await core.fs.mkdir(BROAD)
+    await core.fs.mkdir(child)
+    nested = results(await core.fs.listdir(child))
+    assert 1 <= len(nested) <= PRESET_SIZES["standard"]
+    lines = await status(core, child)
+    assert lines["thresholds"].startswith("2 levels;")
+    assert "cut" in lines
+    # the enclosing level's threshold still filters; an explicit own one lists all
+    await core.fs.write(f"{child}/.meta/threshold",
+                        f"{core.server.graph.default_threshold()}\n".encode())
+    everything = results(await core.fs.listdir(child))
+    assert set(nested) <= set(everything) and len(everything) > len(nested)
+
+
+async def test_the_first_ls_makes_no_more_requests_than_the_listing_shows(core: Core
+                                                                          ) -> None:
+    counting = CountingTransport(core.server.transport())
+    core.client._http._transport = counting  # noqa: SLF001 - count what the mount sends
+    await core.fs.mkdir(NARROW)
+    listed = results(await core.fs.listdir(NARROW))
+    assert counting.count("POST /query/search") == 1
+    # one detail request per listed file: before the cut, one per file of the 50
+    details = sum(1 for seen in counting.seen if seen.startswith("GET /query/concept/"))
+    assert details == len(listed) < 50
+
+
+class PlatformShape(httpx.AsyncBaseTransport):
+    """The real app's answers cut to the platform's contract: a search response with
+    none of the embedded server's own fields (presets, readings, near misses)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path != "/query/search" or response.status_code != 200:
+            return response
+        body = json.loads(await response.aread())
+        stripped = {k: v for k, v in body.items() if k in CONTRACT_FIELDS}
+        assert stripped != body  # the embedded server does send more
+        return httpx.Response(200, json=stripped)
+
+
+async def test_the_cut_is_the_same_against_the_platform_s_api_shape(core: Core) -> None:
+    platform = KgApiClient(API_URL, core.server.credentials_of("user"), timeout=60,
+                           transport=PlatformShape(core.server.transport()))
+    try:
+        for text in (NARROW, BROAD):
+            plan = QueryPlan((Level(text, None),), 50, size=PRESET_SIZES["standard"])
+            ours = await execute(core.client, plan)
+            theirs = await execute(platform, plan)
+            assert theirs.primary.threshold_presets is None  # the platform sends none
+            assert [h.concept_id for h in theirs.hits] == [h.concept_id for h in ours.hits]
+            assert theirs.cut == ours.cut and 1 <= theirs.cut.kept <= 12
+    finally:
+        await platform.aclose()

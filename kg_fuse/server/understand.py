@@ -58,6 +58,12 @@ SUPPORT = {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0}
 BRIDGE_FACTORS = {"synonym": 0.8, "broader": 0.6, "related": 0.6, "broader2": 0.4,
                   "gloss": 0.45}
 MULTIWORD_FACTOR = 0.75  # a word out of a multi-word name ("loaf of bread" -> bread)
+#: The readings ``words read as`` shows (a display rule: the search weighs them all).
+#: Chosen by reading every reading of the everyday sets' words: a definition's words
+#: (``cauliflower -> crowded``) and related senses' (``coin -> flock``) read as
+#: mistakes, and below 0.4 only distant classes remain (``spaghetti -> food``).
+SHOWN_VIAS = ("corpus", "form", "typo", "name", "synonym", "broader")
+SHOWN_MIN_FACTOR = 0.4
 SENSES = 3               # meanings read per part of speech, most frequent first
 SENSE_DECAY = 0.85       # each less frequent meaning counts this much less
 MAX_BRIDGES = 6          # corpus words kept per query word
@@ -185,11 +191,22 @@ class Vocabulary:
 @dataclass(frozen=True)
 class Bridge:
     """A corpus word standing for a query word, and how much of it it carries
-    (``via="name"``: only where a concept's name holds it)."""
+    (``via="name"``: only where a concept's name holds it). ``literal``: the corpus
+    word is WordNet's word itself, not another word sharing its stem (``goods`` of
+    "baked goods" is the corpus's ``good`` only by its stem)."""
 
     term: str
     factor: float
     via: str
+    literal: bool = True
+
+    @property
+    def shown(self) -> bool:
+        """Whether a person would accept it as a reading of the word: another form, a
+        typo's fix, a synonym or what the word is (``spaghetti -> pasta, dish``), and
+        WordNet's own word; not a word of its definition, of a related sense, of a
+        distant class (``cupcakes -> good``) or one that only shares a stem."""
+        return self.via in SHOWN_VIAS and self.factor >= SHOWN_MIN_FACTOR and self.literal
 
 
 @dataclass(frozen=True)
@@ -253,9 +270,11 @@ class QueryReading:
         return [w.word for w in self.words if w.kind in ("english", "unknown")]
 
     def expansions(self) -> dict[str, list[str]]:
-        """Query word -> the corpus words it was read as (forms, typos, meanings)."""
-        return {w.word: [b.term for b in w.alternatives] for w in self.words
-                if w.kind not in ("corpus", "name", "number") and w.alternatives}
+        """Query word -> the corpus words it was read as (forms, typos, meanings), as
+        far as a person would accept them (``Bridge.shown``)."""
+        shown = {w.word: [b.term for b in w.alternatives if b.shown] for w in self.words
+                 if w.kind not in ("corpus", "name", "number")}
+        return {word: terms for word, terms in shown.items() if terms}
 
     def embedded_text(self, query: str) -> str:
         """The text to embed: the query, followed by the meanings WordNet gave its
@@ -283,12 +302,14 @@ def _bridges(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> list[Bridge
                     continue
                 if len(parts) > 1 and not _specific(part, lexicon):
                     continue  # "loaf of bread": bread; "hang around": nothing
-                terms = (part,) if part in vocabulary.words else vocabulary.forms(part)
+                literal = part in vocabulary.words
+                terms = (part,) if literal else vocabulary.forms(part)
                 if not terms and len(parts) == 1:  # the same meaning in the corpus's
                     terms = _synonyms_in(part, vocabulary, lexicon)  # spelling: omelette
+                    literal = True
                 for term in terms:
                     if term not in found or found[term].factor < weight:
-                        found[term] = Bridge(term, round(weight, 3), via)
+                        found[term] = Bridge(term, round(weight, 3), via, literal)
 
     tagged = {pos: lexicon.tagged_senses(word, pos) for pos in POS_FILES}
     for pos in POS_FILES:

@@ -119,6 +119,22 @@ def test_a_query_says_what_its_words_were_read_as(lexicon: WordNet) -> None:
     assert read_query("loaf", KITCHEN, lexicon).embedded_text("loaf") == "loaf"
 
 
+def test_words_read_as_shows_only_readings_a_person_would_accept(lexicon: WordNet) -> None:
+    corpus = Vocabulary.of(words=["good", "goods", "cake", "pasta", "sauce", "tomato",
+                                  "dish", "food", "crowded", "flowers", "vegetable"])
+    # bread is a baked good: "goods" reaches the corpus's "good" only by its stem
+    bread = read_word("bread", Vocabulary.of(words=["good"]), lexicon)
+    assert "good" in terms(bread)  # the search still weighs it...
+    assert "bread" not in read_query("bread", Vocabulary.of(words=["good"]),
+                                     lexicon).expansions()  # ...nobody is shown it
+    reading = read_query("spaghetti cupcakes cauliflower", corpus, lexicon)
+    shown = reading.expansions()
+    assert shown["spaghetti"][0] == "pasta" and "food" not in shown["spaghetti"]
+    assert "good" not in shown.get("cupcakes", [])  # "baked goods", two classes up
+    assert "crowded" not in shown.get("cauliflower", [])  # a word of its definition
+    assert any("crowded" in terms(w) for w in reading.words)  # read, not shown
+
+
 def test_spelling_alone_is_not_meaning(lexicon: WordNet) -> None:
     # qwerty, asdfgh: no English word, no corpus word; a short non-word is never corrected
     for word in ("qwerty", "asdfgh", "xkcdq", "shak"):

@@ -28,10 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--client-secret-file", help="file holding the OAuth client secret")
     ev.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
                     help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})")
+    ev.add_argument("--no-cut", action="store_true",
+                    help="list everything above the default, as an explicit threshold does "
+                         "(without it, a listing stops where the mount's relevance cut "
+                         "stops it)")
     ev.add_argument("--json", action="store_true", help="print machine-readable JSON")
     ev.add_argument("--plot", type=Path, metavar="FILE.png",
-                    help="draw both distributions with the default marked, one panel per "
-                         "set (needs kg-fuse[plot])")
+                    help="draw, per set, both score distributions with the default marked "
+                         "and each query's listing size against its judged precision "
+                         "(needs kg-fuse[plot])")
     ev.set_defaults(func=cmd_eval)
 
 
@@ -62,7 +67,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     async def run():
         client = KgApiClient(connection.api_url, connection.credentials, timeout=60.0)
         try:
-            return [await Evaluator(client, qset, listing_limit=args.limit).run()
+            return [await Evaluator(client, qset, listing_limit=args.limit,
+                                    cut=not args.no_cut).run()
                     for qset in qsets]
         finally:
             await client.aclose()

@@ -46,6 +46,15 @@ def _pct(part: int, whole: int) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
 
 
+def query_precision(r: RelevantResult) -> float | None:
+    """The share of a query's listed (and judged) files judged relevant; None when it
+    was not judged or listed nothing."""
+    good = set(r.judged_relevant)
+    listed = [label for label in r.listed_labels
+              if label in good or label in r.judged_irrelevant]
+    return sum(label in good for label in listed) / len(listed) if listed else None
+
+
 def judged(run: EvalRun) -> dict | None:
     """Precision and recall of the listings against the set's judgments (None: the set
     has none): per query, the share of its listed files judged relevant, and the share
@@ -54,14 +63,12 @@ def judged(run: EvalRun) -> dict | None:
     rows = [r for r in run.relevant if r.judged_relevant or r.judged_irrelevant]
     if not rows:
         return None
-    precisions, recalls, unjudged = [], [], 0
+    precisions = [p for r in rows if (p := query_precision(r)) is not None]
+    recalls, unjudged = [], 0
     for r in rows:
         good = set(r.judged_relevant)
-        listed = [label for label in r.listed_labels
-                  if label in good or label in r.judged_irrelevant]
-        unjudged += len(r.listed_labels) - len(listed)
-        if listed:
-            precisions.append(sum(label in good for label in listed) / len(listed))
+        unjudged += sum(1 for label in r.listed_labels
+                        if label not in good and label not in r.judged_irrelevant)
         if good:
             recalls.append(sum(label in good for label in r.listed_labels) / len(good))
     return {

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.mount
 _GETDENTS64 = {"x86_64": 217, "aarch64": 61}.get(platform.machine())
 _libc = ctypes.CDLL(None, use_errno=True)
 PAGE = 2048  # a small getdents buffer: every page is one FUSE READDIRPLUS request
+WIDE = "0.3"  # an explicit threshold lists every match above it (no relevance cut)
 
 
 def getdents(fd: int, size: int = PAGE) -> list[str]:
@@ -97,6 +98,7 @@ def test_refetched_results_keep_their_inode_mtime_and_bytes(
     mount = mount_factory(extra_args=["--max-age", "0.5"])
     query = mount.path(RELEVANT)
     query.mkdir()
+    set_threshold(mount, RELEVANT, WIDE)
     first = identities(query)
     bodies = {n: (query / n).read_bytes() for n in first}
     searches = len(kg_admin.search_log(RELEVANT))
@@ -110,7 +112,7 @@ def test_refetched_results_keep_their_inode_mtime_and_bytes(
     narrower = identities(query)
     assert narrower and set(narrower) < set(first)
     assert all(narrower[n] == first[n] for n in narrower)
-    set_threshold(mount, RELEVANT, "inherit")
+    set_threshold(mount, RELEVANT, WIDE)
     again = identities(query)
     assert set(again) == set(first)
     assert all(again[n] == first[n] for n in narrower)
@@ -124,13 +126,14 @@ def test_a_result_that_comes_back_unchanged_keeps_its_mtime(
     mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
+    set_threshold(mount, RELEVANT, WIDE)
     first = identities(query)
     bodies = {n: (query / n).read_bytes() for n in first}
     set_threshold(mount, RELEVANT, "0.6")
     returning = set(first) - set(identities(query))
     assert returning
     time.sleep(0.01)
-    set_threshold(mount, RELEVANT, "inherit")
+    set_threshold(mount, RELEVANT, WIDE)
     again = identities(query)
     assert {n: (query / n).read_bytes() for n in returning} == \
         {n: bodies[n] for n in returning}

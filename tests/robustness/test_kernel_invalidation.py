@@ -86,6 +86,7 @@ def test_a_meta_write_drops_the_names_that_left(
     mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
+    write(mount, RELEVANT, "threshold", "0.3")  # an explicit threshold: no relevance cut
     before = cache_in_kernel(query)
     write(mount, RELEVANT, control, value)
     assert_kernel_agrees(query, before)
@@ -121,8 +122,8 @@ def test_a_new_server_default_drops_the_names_that_left(
     query = mount.path(RELEVANT)
     query.mkdir()
     before = cache_in_kernel(query)
-    with kg_admin.default_set_to(0.7):
-        narrower = len(kg_admin.search(RELEVANT, min_similarity=0.7)["results"])
+    with kg_admin.default_set_to(0.8):
+        narrower = len(kg_admin.search(RELEVANT, min_similarity=0.8)["results"])
         assert narrower < len(before)
         # no `ls`: only the cached names are walked; they must stop resolving
         wait_until(lambda: sum(resolves(query / n) for n in before) <= narrower,
@@ -186,10 +187,12 @@ def test_rmdir_and_a_new_query_of_the_same_name(mount_factory: Callable[..., Mou
     mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
+    write(mount, RELEVANT, "threshold", "0.3")  # an explicit threshold: no relevance cut
     before = cache_in_kernel(query)
     os.rmdir(query)
     assert_gone_at_once(query, set(before))
     query.mkdir()
+    write(mount, RELEVANT, "threshold", "0.3")
     write(mount, RELEVANT, "limit", "3")
     assert_kernel_agrees(query, before)
     assert len(result_names(query)) == 3

@@ -75,3 +75,18 @@ def test_eval_reports_each_of_several_sets(kg_server: KGServer, tmp_path: Path) 
     table = text.split("\n\n")[-1].splitlines()
     assert table[0].split()[:2] == ["set", "default"]
     assert [line.split()[0] for line in table[1:]] == ["small", "other"]
+
+
+def test_eval_lists_what_the_mount_lists_and_no_cut_lists_all(kg_server: KGServer,
+                                                              tmp_path: Path) -> None:
+    set_file = tmp_path / "small.toml"
+    set_file.write_text(SET)
+    cut = json.loads(_eval(kg_server, "--set", str(set_file), "--json").stdout)
+    everything = json.loads(_eval(kg_server, "--set", str(set_file), "--json",
+                                  "--no-cut").stdout)
+    narrow, whole = cut["relevant"][0], everything["relevant"][0]
+    assert narrow["listed_labels"][0] == "gzip.compress" and narrow["hit"]
+    assert 1 <= narrow["listed"] <= 12 < whole["listed"] == 50
+    assert whole["listed_labels"][:narrow["listed"]] == narrow["listed_labels"]
+    assert cut["summary"]["cut"] and not everything["summary"]["cut"]
+    assert cut["summary"]["listing_size"]["median"] < 12

@@ -132,3 +132,36 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys) -> None:
 def test_unknown_set_is_a_clear_error(capsys) -> None:
     assert main(["eval", "--set", "no-such-set"]) == 2
     assert "no query set 'no-such-set'" in capsys.readouterr().err
+
+
+def test_judged_sets_mark_every_file_of_a_listing_with_a_held_out_half() -> None:
+    total = 0
+    for corpus in ("stdlib", "kitchen", "manpages"):
+        dev, held = sets.load(f"judged-{corpus}"), sets.load(f"judged-{corpus}-heldout")
+        texts = [q.text for q in dev.relevant + held.relevant]
+        assert len(set(texts)) == len(texts) and len(held.relevant) >= 10
+        for query in dev.relevant + held.relevant:
+            assert not set(query.relevant) & set(query.irrelevant), query.text
+        # a query whose listing was empty has nothing to judge
+        assert sum(q.judged for q in dev.relevant + held.relevant) >= 0.85 * len(texts)
+        total += len(texts)
+    assert total >= 60
+
+
+def test_precision_and_recall_against_the_judgments() -> None:
+    judged = [RelevantResult("a", ("x",), 0.7, "x", 1, 0.7, "x", 3, 1, 0.5,
+                             listed_labels=("x", "y", "z"), judged_relevant=("x", "w"),
+                             judged_irrelevant=("y", "z")),
+              RelevantResult("b", ("p",), 0.7, "p", 1, 0.7, "p", 1, 1, 0.5,
+                             listed_labels=("p",), judged_relevant=("p",),
+                             judged_irrelevant=("q",)),
+              RelevantResult("c", ("n",), None, None, None, 0.1, "n", 0, None, 0.5,
+                             judged_relevant=("n",))]
+    run = EvalRun(sets.QuerySet(name="t"), "http://127.0.0.1:1", 50, [], judged)
+    s = summary(run)
+    # precision: (1/3 + 1/1) / 2 listings; recall: (1/2 + 1/1 + 0/1) / 3 queries
+    assert s["judged"] == {"queries": 3, "precision": 0.667, "recall": 0.5,
+                           "empty_listings": 1, "unjudged_listed": 0}
+    assert s["listing_size"]["median"] == 1.0
+    assert "precision 0.667, recall 0.500; 1 empty listings" in format_text(run)
+    assert summary(_run())["judged"] is None  # a set without judgments

@@ -123,6 +123,15 @@ class SearchResponse:
     near_misses: tuple[tuple[str, float], ...] = ()
     near_miss_threshold: float | None = None
 
+    @property
+    def suggestion(self) -> float | None:
+        """The threshold to suggest when few results came back: just below the best near
+        miss when the server names them (ours), else the contract's ``suggested_threshold``
+        (just below the *worst* near miss above 0.3, which may list much more)."""
+        if self.near_miss_threshold is not None:
+            return self.near_miss_threshold
+        return self.suggested_threshold
+
     @classmethod
     def parse(cls, raw: Any) -> SearchResponse:
         where = "search response"

@@ -4,9 +4,10 @@ Shells and editors write in different ways: ``echo 0.7 > f`` is open(O_TRUNC)+wr
 ``>>`` appends, ``truncate -s 0`` is a setattr, nano rewrites in place, ``sed -i``
 writes a scratch file and renames it over the original. A ``WriteSession`` models the
 file content one open() sees, so each style yields the full text to validate. Each
-write is validated as it arrives (so ``echo 1.5 > f`` fails in the shell), but nothing
-is committed before flush: one session changes the value at most once, and a refused
-write changes nothing at all.
+write is validated as it arrives (so ``echo 1.5 > f`` fails in the shell) and a refused
+one is not applied; a close commits what was accepted. The open's truncation alone is
+not a value: every process holding the descriptor (a shell, the children it forks, a
+launcher) closes it, and those closes must not turn "nothing written yet" into "empty".
 """
 
 from __future__ import annotations
@@ -28,35 +29,37 @@ class ContentTooLarge(TooLarge):
 
 @dataclass
 class WriteSession:
-    """The content of a control file as seen through one writable open().
+    """The content of a control file as seen through one writable open(), shared by
+    every process that holds a descriptor of it.
 
-    A session is a transaction: writes are validated and buffered, never committed; the
-    buffered content is committed once, at flush (which close() waits for), and only if
-    the session's last write was accepted. A refused write therefore leaves the previous
-    value in place, even after the shell's ``O_TRUNC``.
+    Only valid content is kept: a write is parsed as it arrives, and a refused one is
+    not applied. A close commits the content when a write or an explicit truncation put
+    it there (``pending``), unless the last write was refused: then nothing, until a
+    later write is accepted. The open's own ``O_TRUNC`` (``bare_truncation``) is
+    committed as "empty" only at the opener's last close or at release: so a child that
+    exits before the command writes, and a refused write, leave the value in place.
     """
 
     buffer: bytearray
     append: bool
-    truncated: bool
-    attempted: bool = False
-    changed: bool = False  # accepted content not committed yet
-    refused: bool = False  # the last write was refused: this session commits nothing
-    flushes: int = 0  # flushes seen while nothing was written (see operations.flush)
+    opener: int = 0  # the process that opened the file, as the kernel named it (0: unknown)
+    bare_truncation: bool = False  # empty only because of O_TRUNC: nothing written yet
+    pending: bool = False  # accepted content not committed yet
+    refused: bool = False  # the last write was refused
 
     @classmethod
-    def begin(cls, current: bytes, flags: int, append_replaces: bool = True) -> WriteSession:
+    def begin(cls, current: bytes, flags: int, append_replaces: bool = True,
+              opener: int = 0) -> WriteSession:
         truncated = bool(flags & os.O_TRUNC)
         append = bool(flags & os.O_APPEND)
         # For a single-value file, what is appended is the new value: the comments and
         # old value shown on read are not part of what the user wrote. A list file keeps
         # its lines and gains the appended ones.
         start = b"" if truncated or (append and append_replaces) else current
-        return cls(bytearray(start), append, truncated, changed=truncated)
+        return cls(bytearray(start), append, opener, bare_truncation=truncated)
 
     def candidate(self, offset: int, data: bytes) -> bytes:
         """The text this write would produce, without applying it (size checked first)."""
-        self.attempted = True
         end = len(self.buffer) + len(data) if self.append else offset + len(data)
         if end > CONTROL_MAX_BYTES:
             self.refused = True
@@ -71,34 +74,38 @@ class WriteSession:
 
     def accept(self, content: bytes) -> None:
         self.buffer = bytearray(content)
-        self.changed = True
-        self.refused = False
+        self.pending = True
+        self.bare_truncation = self.refused = False
 
     def refuse(self) -> None:
         self.refused = True
 
     def truncate(self) -> None:
+        """An explicit truncation (``ftruncate``, ``truncate -s 0``): an empty file."""
         self.buffer = bytearray()
-        self.truncated = True
-        self.attempted = False
-        self.changed = True
-        self.refused = False
-
-    def due(self) -> bytes | None:
-        """The content to commit now, or None when nothing is due (no accepted change,
-        or the last write was refused)."""
-        if self.refused or not self.changed:
-            return None
-        return bytes(self.buffer)
-
-    def committed(self) -> None:
-        self.changed = False
+        self.pending = True
+        self.bare_truncation = self.refused = False
 
     @property
-    def commits_empty_on_release(self) -> bool:
-        """``> f`` with nothing written means an empty file: back to inheriting. A write
-        that was attempted and refused must not turn into that."""
-        return self.truncated and not self.attempted
+    def waits_for_opener(self) -> bool:
+        """Nothing but the open's truncation: whether "empty" is due depends on who
+        still holds the file."""
+        return self.bare_truncation and not self.refused
+
+    def due(self, opener_closed: bool) -> bytes | None:
+        """The content to commit at a close, or None: nothing after a refused last
+        write; else accepted content not committed yet, or the bare truncation once the
+        opener closed the file (``opener_closed``, always true at release)."""
+        if self.refused:
+            return None
+        if self.pending:
+            return bytes(self.buffer)
+        if self.bare_truncation and opener_closed:
+            return b""
+        return None
+
+    def committed(self) -> None:
+        self.pending = self.bare_truncation = False
 
 
 class ScratchFiles:

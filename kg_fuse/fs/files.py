@@ -1,9 +1,10 @@
 """What each kind of file contains, and how it is written, truncated and removed.
 
 The control files' commit protocol lives here: a write is validated as it arrives and
-buffered in a ``control.WriteSession``; the value is committed once, at flush (which
-``close()`` waits for), only if the session's last write was accepted and only if the
-value changes (so a control file's mtime moves with its value).
+buffered in a ``control.WriteSession`` (a refused one is not applied); a close (flush,
+which ``close()`` waits for) commits what was accepted, only if the value changes (so a
+control file's mtime moves with its value). The open's truncation alone is committed
+when its opener has closed the file (see ``holders``), or at release.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import trio
 from kg_fuse.fs.control import WriteSession
 from kg_fuse.fs.errors import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
 from kg_fuse.fs.handles import FileHandle
+from kg_fuse.fs.holders import still_held_by
 from kg_fuse.fs.ingest import PendingFile
 from kg_fuse.fs.meta import Control
 from kg_fuse.fs.nodes import Node, NodeKind
@@ -75,7 +77,7 @@ class ControlFile(Behaviour):
         handle.snapshot = await self.content(tree, handle.node)
         if writing(flags) and self.writable:
             handle.session = WriteSession.begin(handle.snapshot, flags,
-                                                self.control.append_replaces)
+                                                self.control.append_replaces, handle.opener)
 
     async def truncate(self, tree: Tree, node: Node, size: int,
                        handle: FileHandle | None) -> None:
@@ -84,7 +86,7 @@ class ControlFile(Behaviour):
         if size != 0:
             raise Invalid("a control file can only be emptied")
         if handle is not None and handle.session is not None:
-            handle.session.truncate()  # committed with the session, at flush
+            handle.session.truncate()  # committed with the session, at the next close
         else:  # truncate(1) on the path: an empty file, durable on return
             assert self.control.parse is not None
             await commit(tree, self.control, node, self.control.parse(b""))
@@ -93,43 +95,45 @@ class ControlFile(Behaviour):
         session, parse = handle.session, self.control.parse
         if session is None or parse is None:
             raise BadHandle("not open for writing")
+        if not data:  # writes nothing: not a value, not even an empty one
+            return 0
         content = session.candidate(offset, data)  # ContentTooLarge
         try:
             parse(content)  # InvalidThreshold/InvalidSetting
         except ValueError:
             session.refuse()
             raise
-        session.accept(content)  # validated, not committed: that happens at flush
+        session.accept(content)  # validated, not committed: that happens at a close
         return len(data)
 
     async def flush(self, tree: Tree, handle: FileHandle) -> None:
-        await self._commit_session(tree, handle, releasing=False)
+        """A descriptor closed: commit what was accepted. Every process holding the
+        descriptor closes it, a forked child before the command writes, the shell when
+        it moves the descriptor; so the open's bare truncation is committed only once
+        its opener holds the file no more (``: > f``). After a refused last write,
+        close() reports EINVAL too."""
+        session = handle.session
+        if session is None:
+            return
+        opener_closed = session.waits_for_opener and not await still_held_by(
+            session.opener, handle.node.inode)
+        await self._commit(tree, handle, opener_closed)
+        if session.refused:
+            raise Invalid("the last write was refused; the file keeps its last valid value")
 
     async def release(self, tree: Tree, handle: FileHandle) -> None:
-        await self._commit_session(tree, handle, releasing=True)  # usually done at flush
+        """The last descriptor closed: what is still due (``: > f`` whose opener could
+        not be asked, usually nothing)."""
+        await self._commit(tree, handle, opener_closed=True)
 
-    async def _commit_session(self, tree: Tree, handle: FileHandle, releasing: bool) -> None:
-        """Commit what one open() wrote, once; after a refused last write nothing is
-        committed and close() reports EINVAL too.
-
-        A shell redirection (``echo 0.6 > f``, ``: > f``) closes its first descriptor,
-        a flush, before the command writes: an empty truncated file is committed only
-        at a later flush or at release, so ``echo 1.5 > f`` never commits "empty"."""
+    async def _commit(self, tree: Tree, handle: FileHandle, opener_closed: bool) -> None:
         session, parse = handle.session, self.control.parse
         if session is None or parse is None:
             return
-        if session.refused:
-            if releasing:
-                return
-            raise Invalid("the last write was refused; the old value stays")
-        content = session.due()
+        content = session.due(opener_closed)
         if content is None:
             return
-        if not session.attempted and not releasing:
-            session.flushes += 1
-            if session.flushes < 2:
-                return
-        session.committed()
+        session.committed()  # before awaiting: a write meanwhile is due at the next close
         await commit(tree, self.control, handle.node, parse(content))
         handle.snapshot = None
 

@@ -14,6 +14,7 @@ class FileHandle:
     node: Node
     session: WriteSession | None = None  # writable control files only
     snapshot: bytes | None = None  # the content as of open (or the last accepted write)
+    opener: int = 0  # the process that opened it (0: unknown)
 
 
 @dataclass

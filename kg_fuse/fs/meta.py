@@ -1,8 +1,8 @@
 """The ``.meta`` control files: what each shows, what it accepts, and how a write lands.
 
 Every file is generated from the saved query. The writable ones parse the whole text a
-write would produce (see ``control.WriteSession``) and commit it once, at flush, only
-when valid and only when the value changes (so a file's mtime moves with its value);
+write would produce (see ``control.WriteSession``) and commit it at a close, only when
+valid and only when the value changes (so a file's mtime moves with its value);
 anything else is refused with EINVAL (EFBIG over 64 KiB) and changes nothing.
 """
 

@@ -95,7 +95,7 @@ class KgOperations(NamespaceOperations):
         if writing(flags) and not kind.writable:
             raise ReadOnly(f"{node.kind.value} is read-only")
         await kind.refresh(self.tree, node)
-        handle = FileHandle(node)
+        handle = FileHandle(node, opener=ctx.pid)
         await kind.open(self.tree, handle, flags)
         return self._file_info(self.handles.add(handle), kind)
 

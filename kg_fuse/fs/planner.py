@@ -68,8 +68,9 @@ class Planner:
                          explanation.own.effective.listing_size)
 
     async def probe(self, query: SavedQuery) -> SavedQuery:
-        """A new ``NAME@0.8`` query: when nothing reaches its threshold but the server
-        suggests one, lowered to it (never below the server default); else as typed."""
+        """A new ``NAME@0.8`` query: when nothing reaches its threshold, lowered to the
+        suggestion ``.meta/status`` shows (just below the best near miss), never below
+        the server default; else as typed."""
         assert isinstance(query.threshold, float)
         timeout = self._watcher.probe_timeout
         try:
@@ -80,7 +81,8 @@ class Planner:
                                   ontology=self.scope(query.path)),
                     timeout=timeout,
                 )
-                if response.results or response.suggested_threshold is None:
+                suggestion = response.suggestion
+                if response.results or suggestion is None:
                     return query
                 default = await self._watcher.current_default()
         except (errors.KgError, trio.TooSlowError) as exc:
@@ -89,7 +91,7 @@ class Planner:
             return query
         if default is None:
             return query
-        adjustment = floor_adjust(query.threshold, response.suggested_threshold, default)
+        adjustment = floor_adjust(query.threshold, suggestion, default)
         if adjustment is None:
             return query
         log.info("auto-adjusted %r: %s -> %s (suggested %s, server default %s)", query.key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tomllib
 
 import pyfuse3
 import pytest
@@ -148,3 +149,27 @@ async def test_queries_and_overrides_survive_a_remount(core: Core) -> None:
     assert threshold.splitlines()[-1] == "0.55"
     assert 'query = "bz2 files"' in (await again.read("bz2 files@0.7/.meta/query.toml")
                                      ).decode()
+
+
+async def test_the_creation_auto_adjust_adopts_the_status_s_suggestion(core: Core) -> None:
+    """``NAME@0.97`` that finds nothing is lowered to what ``.meta/status`` suggests at
+    0.97 (just below the best near miss), not to the contract's loose suggestion, which
+    lists everything down to the noise floor."""
+    text = "gzip compression"
+    await core.fs.mkdir(text)
+    await core.fs.write(f"{text}/.meta/threshold", b"0.97\n")  # written: never adjusted
+    assert results(await core.fs.listdir(text)) == []
+    status = (await core.fs.read(f"{text}/.meta/status")).decode()
+    suggested = float(status.split("suggested threshold: ")[1].split()[0])
+    best = status.split("near misses: ")[1].split(" (")[0]
+
+    tight = f"{text}@0.97"
+    await core.fs.mkdir(tight)
+    settings = tomllib.loads((await core.fs.read(f"{tight}/.meta/query.toml")).decode())
+    assert settings["threshold"] == suggested
+    assert settings["auto_adjustment"]["from"] == 0.97
+    assert settings["auto_adjustment"]["to"] == suggested
+    assert suggested >= settings["auto_adjustment"]["server_default"]
+    listed = results(await core.fs.listdir(tight))
+    assert f"{best}.concept.md" in listed
+    assert len(listed) < 5, listed  # the best near miss and those close to it

@@ -27,10 +27,10 @@ def results(mount: Mount, query: str) -> list[str]:
 def test_over_tight_threshold_is_floored_to_the_server_default(mount_factory,
                                                                kg_admin) -> None:
     probe = kg_admin.search(TEXT, min_similarity=0.97)
-    assert probe["count"] == 0 and probe["suggested_threshold"] is not None
+    assert probe["count"] == 0 and probe["near_miss_threshold"] is not None
     # the scenario: a server default above the suggestion, so the floor binds
-    with kg_admin.default_set_to(round(probe["suggested_threshold"] + 0.04, 2)):
-        assert probe["suggested_threshold"] < kg_admin.get_default()
+    with kg_admin.default_set_to(round(probe["near_miss_threshold"] + 0.04, 2)):
+        assert probe["near_miss_threshold"] < kg_admin.get_default()
         mount = mount_factory()
         mount.path(TIGHT).mkdir()
         toml = settings(mount, TIGHT)
@@ -42,21 +42,28 @@ def test_over_tight_threshold_is_floored_to_the_server_default(mount_factory,
         threshold = mount.path(TIGHT, ".meta", "threshold").read_text()
         assert "Auto-adjusted" in threshold
         assert threshold.splitlines()[-1] == "inherit"
-        assert results(mount, TIGHT)  # inheriting the default finds gzip's functions
+        # the best near miss is below the default: never lowered below it, so nothing
+        assert results(mount, TIGHT) == []
 
 
 def test_a_suggestion_above_the_default_is_adopted(mount_factory, kg_admin) -> None:
+    """Lowered to just below the best near miss (what ``.meta/status`` suggests), not to
+    the contract's ``suggested_threshold``, which lists everything down to 0.3."""
     with kg_admin.default_set_to(0.1):
         probe = kg_admin.search(TEXT, min_similarity=0.97)
-        suggested = probe["suggested_threshold"]
+        suggested = probe["near_miss_threshold"]
+        best = probe["near_misses"][0]["label"]
         assert probe["count"] == 0 and suggested is not None and suggested > 0.1
         mount = mount_factory()
         mount.path(TIGHT).mkdir()
         toml = settings(mount, TIGHT)
         assert toml["threshold"] == pytest.approx(suggested)
         assert toml["auto_adjusted"] is True
+        assert toml["auto_adjustment"]["from"] == 0.97
         assert toml["auto_adjustment"]["to"] == pytest.approx(suggested)
-        assert results(mount, TIGHT)
+        status = mount.path(TIGHT, ".meta", "status").read_text()
+        assert "auto-adjusted: 0.97 -> " + f"{suggested:g}" in status
+        assert f"{best}.concept.md" in results(mount, TIGHT)
 
 
 def test_an_inheriting_query_never_probes(mounted, kg_admin) -> None:

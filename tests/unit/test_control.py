@@ -15,7 +15,11 @@ CURRENT = b"# Server default: 0.47\n0.7\n"
 def write(session: WriteSession, offset: int, data: bytes) -> float | None:
     """One write(2) as the filesystem handles it: validate the whole text, keep it if valid."""
     content = session.candidate(offset, data)
-    value = parse_threshold_file(content)
+    try:
+        value = parse_threshold_file(content)
+    except InvalidThreshold:
+        session.refuse()
+        raise
     session.accept(content)
     return value
 
@@ -87,35 +91,36 @@ def test_refused_append_leaves_the_buffer_unchanged():
     assert bytes(session.buffer) == b"0.4\n"
 
 
-def test_truncating_open_with_no_write_commits_empty():
+def test_truncating_open_with_no_write_commits_empty_once_the_opener_closed():
     session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
-    assert session.commits_empty_on_release
+    assert session.due(opener_closed=False) is None  # a forked child closed its copy
+    assert session.due(opener_closed=True) == b""  # ``: > f``; and at release
 
 
-def test_truncating_open_with_a_refused_write_does_not_commit_empty():
+def test_truncating_open_with_a_refused_write_never_commits_empty():
     session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
     with pytest.raises(InvalidThreshold):
         write(session, 0, b"bogus\n")
-    assert not session.commits_empty_on_release
+    assert session.due(opener_closed=True) is None
 
 
-def test_truncating_open_with_an_accepted_write_does_not_commit_empty():
+def test_truncating_open_with_an_accepted_write_commits_that_write():
     session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
     write(session, 0, b"0.6\n")
-    assert not session.commits_empty_on_release
+    assert session.due(opener_closed=False) == b"0.6\n"
 
 
 @pytest.mark.parametrize("flags", [os.O_WRONLY, os.O_WRONLY | os.O_APPEND, os.O_RDWR])
 def test_non_truncating_open_never_commits_empty(flags):
-    assert not WriteSession.begin(CURRENT, flags).commits_empty_on_release
+    assert WriteSession.begin(CURRENT, flags).due(opener_closed=True) is None
 
 
-def test_truncate_setattr_commits_empty_even_after_a_write():
+def test_explicit_truncation_is_due_at_once_even_after_a_write():
     session = WriteSession.begin(CURRENT, os.O_WRONLY)
     write(session, 0, b"# Server default: 0.47\n0.2\n")
     session.truncate()
     assert bytes(session.buffer) == b""
-    assert session.commits_empty_on_release
+    assert session.due(opener_closed=False) == b""
 
 
 # -- the session as a transaction -------------------------------------------------------
@@ -123,29 +128,26 @@ def test_truncate_setattr_commits_empty_even_after_a_write():
 
 def test_nothing_is_due_until_something_changed():
     session = WriteSession.begin(CURRENT, os.O_RDWR)
-    assert session.due() is None
-
-
-def test_a_truncating_open_alone_is_due_as_empty():
-    assert WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC).due() == b""
+    assert session.due(opener_closed=True) is None
 
 
 def test_after_a_refused_last_write_nothing_is_due():
     session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
-    with pytest.raises(InvalidThreshold):
-        write(session, 0, b"1.5\n")
-    session.refuse()
-    assert session.due() is None
-    # a later accepted write makes the session's final content valid again
     write(session, 0, b"0.4\n")
-    assert session.due() == b"0.4\n"
+    with pytest.raises(InvalidThreshold):
+        write(session, 4, b"word\n")
+    assert session.due(opener_closed=True) is None
+    assert bytes(session.buffer) == b"0.4\n"  # the refused write was not applied
+    # a later accepted write makes the session's last write valid again
+    write(session, 0, b"0.3\n")
+    assert session.due(opener_closed=False) == b"0.3\n"
 
 
 def test_committed_content_is_not_due_twice():
     session = WriteSession.begin(CURRENT, os.O_WRONLY | os.O_TRUNC)
     write(session, 0, b"0.4\n")
     session.committed()
-    assert session.due() is None
+    assert session.due(opener_closed=True) is None
 
 
 def test_oversized_content_is_refused_before_parsing():
@@ -154,6 +156,6 @@ def test_oversized_content_is_refused_before_parsing():
     session = WriteSession.begin(b"", os.O_WRONLY | os.O_TRUNC)
     with pytest.raises(ContentTooLarge):
         session.candidate(0, b"x" * (CONTROL_MAX_BYTES + 1))
-    assert session.refused and session.due() is None
+    assert session.refused and session.due(opener_closed=True) is None
     with pytest.raises(ContentTooLarge):  # a write far past the end, too
         session.candidate(10**12, b"x")

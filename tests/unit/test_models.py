@@ -66,6 +66,15 @@ def test_search_response_with_nothing_found_and_a_suggestion():
     assert resp.below_threshold_count == 7
     assert resp.suggested_threshold == 0.31
     assert resp.top_match is not None and resp.top_match.score == 0.33
+    assert resp.suggestion == 0.31  # a platform server: its own suggestion
+
+
+def test_the_suggestion_is_just_below_the_best_near_miss_when_the_server_names_them():
+    near = [{"concept_id": "a", "label": "math.sqrt", "score": 0.6167}]
+    resp = SearchResponse.parse(
+        search(results=[], count=0, suggested_threshold=0.32, top_match=result(score=0.62),
+               near_misses=near, near_miss_threshold=0.61))
+    assert resp.suggestion == 0.61
 
 
 def test_nulls_and_missing_optional_fields_are_accepted():

@@ -5,7 +5,7 @@ Every word of a query (function words left out) is read as one of:
 * ``corpus``: the corpus uses it;
 * ``form``: the corpus uses another form of it (``bake`` finds ``baking``,
   ``children`` finds ``child``: same Snowball stem, or a WordNet base form);
-* ``typo``: one edit from a corpus word (five or more letters, not an English word);
+* ``typo``: one edit from a corpus word (5 to 40 letters, not an English word);
 * ``name``: a token too short or too repetitive to mean anything by itself, or a short
   non-English one (``ss``, ``xxx``, ``foo``, ``cwd``, the parts of ``ab-cd``): evidence
   only where a concept's name holds it (``ls``, ``os``, ``re``, ``getcwd``), since
@@ -38,7 +38,13 @@ from dataclasses import dataclass, field
 from kg_fuse.server.lexicon import POS_FILES, WordNet, stem, wordnet
 
 MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
+#: A query word is cut to this many characters after folding (folding makes text longer:
+#: U+3389 is "kcal"). The longest word of the standard library's documentation has 55.
+MAX_WORD_CHARS = 64
 TYPO_MIN_CHARS = 5
+#: Longer words get no typo candidates: a word of n letters has about 54 n of them, so
+#: the cost of a query's reading stays small and fixed whatever the query holds.
+TYPO_MAX_CHARS = 40
 TYPO_PENALTY = 0.5
 #: How much of the vector score a query loses as its words grow unfamiliar.
 UNFAMILIAR_DISCOUNT = 0.4
@@ -101,9 +107,18 @@ def fold(text: str) -> str:
                    if not unicodedata.combining(c)).lower()
 
 
+def _words(text: str) -> list[str]:
+    """Every word token of a query, folded and cut to MAX_WORD_CHARS."""
+    return [t[:MAX_WORD_CHARS] for t in _TOKEN.findall(fold(text))]
+
+
 def tokens(text: str) -> list[str]:
-    """Distinct lower-case word tokens, diacritics removed."""
-    return list(dict.fromkeys(_TOKEN.findall(fold(text))))[:MAX_TERMS]
+    """Distinct lower-case word tokens, diacritics removed, each cut to MAX_WORD_CHARS."""
+    return _distinct(_words(text))
+
+
+def _distinct(words: list[str]) -> list[str]:
+    return list(dict.fromkeys(words))[:MAX_TERMS]
 
 
 def text_words(texts: Iterable[str]) -> set[str]:
@@ -125,7 +140,11 @@ def judged_words(query: str) -> list[str]:
 def repeated_words(query: str) -> list[str]:
     """The query's judged words when every one of them comes twice or more (``blah blah
     blah``, ``test test test``), else none."""
-    said = Counter(t for t in _TOKEN.findall(fold(query)) if _judged(t))
+    return _repeated(_words(query))
+
+
+def _repeated(words: list[str]) -> list[str]:
+    said = Counter(t for t in words if _judged(t))
     return list(said) if said and min(said.values()) >= 2 else []
 
 
@@ -401,7 +420,7 @@ def _read_word(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReadi
         bridges = _bridges(word, vocabulary, lexicon)
         return WordReading(word, "meaning", tuple(bridges)) if bridges else WordReading(
             word, "english")
-    if len(word) >= TYPO_MIN_CHARS and word.isalpha() and word.isascii():
+    if TYPO_MIN_CHARS <= len(word) <= TYPO_MAX_CHARS and word.isalpha() and word.isascii():
         near = sorted(edits1(word) & vocabulary.words)
         if near:
             return WordReading(word, "typo", tuple(Bridge(t, TYPO_PENALTY, "typo")
@@ -414,8 +433,10 @@ def read_query(query: str, vocabulary: Vocabulary, lexicon: WordNet) -> QueryRea
     judgement)."""
     if not vocabulary:
         return QueryReading((), judged=False)
-    words = [read_word(w, vocabulary, lexicon) for w in judged_words(query)]
+    said = _words(query)  # folded once: folding a long query is most of its reading
+    distinct = _distinct(said)
+    words = [read_word(w, vocabulary, lexicon) for w in distinct if _judged(w)]
     if words:  # numbers count as keywords beside words ("thing 12"), never alone
-        words += [WordReading(t, "number", (Bridge(t, 1.0, "corpus"),)) for t in tokens(query)
+        words += [WordReading(t, "number", (Bridge(t, 1.0, "corpus"),)) for t in distinct
                   if t.isdigit() and len(t) >= 2 and t in vocabulary.words]
-    return QueryReading(tuple(words), repeated=tuple(repeated_words(query)))
+    return QueryReading(tuple(words), repeated=tuple(_repeated(said)))

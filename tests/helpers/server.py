@@ -10,6 +10,7 @@ the 0600 file the server writes, exactly as a user's client would find them.
     server.env                                     # XDG_* for clients of this server
     server.client("user").post("/query/search", json={"query": "gzip"})
     server.restart(); server.stop()
+    server.reset_peak_memory(); ...; server.peak_memory(), server.cpu_seconds()
 """
 
 from __future__ import annotations
@@ -200,6 +201,33 @@ class KGServer:
         other.credentials_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(self.credentials_path, other.credentials_path)
         return other
+
+    # -- what it costs -------------------------------------------------------------------
+
+    def _proc(self, name: str) -> Path:
+        assert self.process is not None, "the server is not running"
+        return Path(f"/proc/{self.process.pid}/{name}")
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time the server process has used so far (all threads)."""
+        fields = self._proc("stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _status_bytes(self, key: str) -> int:
+        for line in self._proc("status").read_text().splitlines():
+            if line.startswith(f"{key}:"):
+                return int(line.split()[1]) * 1024
+        raise KeyError(key)
+
+    def reset_peak_memory(self) -> int:
+        """Start measuring the peak resident memory afresh; returns the resident memory
+        now (bytes)."""
+        self._proc("clear_refs").write_text("5")  # the kernel resets VmHWM to VmRSS
+        return self._status_bytes("VmRSS")
+
+    def peak_memory(self) -> int:
+        """The most resident memory (bytes) since the last :meth:`reset_peak_memory`."""
+        return self._status_bytes("VmHWM")
 
     # -- talking to it ------------------------------------------------------------------
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import string
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 
+from kg_fuse.limits import MAX_QUERY_CHARS, MIB
 from tests.helpers.server import KGServer
 
 RELEVANT = "compress data with gzip"
@@ -188,3 +191,44 @@ def test_a_search_names_the_words_the_corpus_never_uses(http: httpx.Client) -> N
     alone = search(http, "zyxwvut qqqqq")
     assert alone["unknown_words"] == ["zyxwvut", "qqqqq"] and alone["results"] == []
     assert search(http, "compres data")["unknown_words"] == []  # a typo is not unknown
+
+
+# -- what one search may cost ---------------------------------------------------------------
+
+SEARCH_CPU_SECONDS = 1.0
+SEARCH_EXTRA_MEMORY = 100 * MIB
+#: Texts that made one search take seconds and gigabytes: every word's typo candidates
+#: were made whatever its length, and folding makes text longer (U+3389 is "kcal").
+COSTLY_QUERIES = {
+    "folded units": "\u3389" * 1_000,
+    "one long word": (string.ascii_lowercase * 400)[:9_990],
+    "the longest query, folded": "\u3389" * MAX_QUERY_CHARS,
+}
+
+
+def search_cost(kg_server: KGServer, http: httpx.Client, queries: list[str]
+                ) -> tuple[float, int]:
+    """The server's CPU seconds and extra resident memory for these searches, at once."""
+    resident = kg_server.reset_peak_memory()
+    cpu = kg_server.cpu_seconds()
+    with ThreadPoolExecutor(len(queries)) as pool:
+        bodies = list(pool.map(lambda q: search(http, q, min_similarity=0.0), queries))
+    assert all(b["count"] >= 0 for b in bodies)
+    return kg_server.cpu_seconds() - cpu, kg_server.peak_memory() - resident
+
+
+@pytest.mark.parametrize("name", list(COSTLY_QUERIES))
+def test_no_search_costs_more_than_its_budget(kg_server: KGServer, http: httpx.Client,
+                                              name: str) -> None:
+    cpu, memory = search_cost(kg_server, http, [COSTLY_QUERIES[name]])
+    assert cpu < SEARCH_CPU_SECONDS and memory < SEARCH_EXTRA_MEMORY, (cpu, memory / MIB)
+
+
+def test_several_costly_searches_at_once_stay_within_their_budgets(
+        kg_server: KGServer, http: httpx.Client) -> None:
+    queries = [COSTLY_QUERIES["folded units"] + f" {word}" for word in ("tar", "gzip", "csv")]
+    queries.append(COSTLY_QUERIES["one long word"] + "x")
+    cpu, memory = search_cost(kg_server, http, queries)
+    assert cpu < len(queries) * SEARCH_CPU_SECONDS, cpu
+    assert memory < len(queries) * SEARCH_EXTRA_MEMORY, memory / MIB
+    assert search(http, RELEVANT)["results"][0]["label"] == "gzip.compress"  # still serving

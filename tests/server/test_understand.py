@@ -4,16 +4,22 @@ database the set-up installs and a real SQLite keyword index."""
 
 from __future__ import annotations
 
+import random
+import string
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from kg_fuse.limits import MAX_QUERY_CHARS, MIB
 from kg_fuse.server import content, keywords
 from kg_fuse.server.calibrate import gibberish_queries, not_naming, outliers_for
 from kg_fuse.server.lexicon import WordNet, find_wordnet, stem, wordnet
 from kg_fuse.server.store import Store
 from kg_fuse.server.understand import (
     MAX_TERMS,
+    MAX_WORD_CHARS,
     UNFAMILIAR_DISCOUNT,
     Vocabulary,
     read_query,
@@ -143,6 +149,41 @@ def test_spelling_alone_is_not_meaning(lexicon: WordNet) -> None:
     assert read_word("pathnme", KITCHEN, lexicon).kind == "typo"
     # an abbreviation WordNet spells in capitals is not the word's meaning (NIH: an agency)
     assert read_word("nih", KITCHEN, lexicon).kind in ("english", "unknown")
+
+
+def test_a_long_identifier_s_typo_is_still_corrected(lexicon: WordNet) -> None:
+    vocabulary = KITCHEN.with_words(["interpolationmissingoptionerror"])  # configparser
+    word = read_word("interpolationmisingoptionerror", vocabulary, lexicon)
+    assert word.kind == "typo" and terms(word) == ["interpolationmissingoptionerror"]
+
+
+def _letters(count: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(count))
+
+
+#: Queries whose reading once took seconds and gigabytes (typo candidates of a word of
+#: any length; folding makes text longer: U+3389 is "kcal", U+FDFA 18 characters), and
+#: the most a query can ask under the caps: MAX_TERMS words just short enough for typos.
+COSTLY_QUERIES = ["\u3389" * 1_000, _letters(9_990, 1), "\u3389" * MAX_QUERY_CHARS,
+                  "\ufdfa" * MAX_QUERY_CHARS,
+                  " ".join(_letters(40, seed) for seed in range(MAX_TERMS))]
+
+
+@pytest.mark.parametrize("query", COSTLY_QUERIES, ids=lambda q: f"{q[:3]!r}x{len(q)}")
+def test_reading_any_query_costs_little(lexicon: WordNet, query: str) -> None:
+    vocabulary = KITCHEN.with_words([_letters(40, 0)[:-1] + "q"])  # a typo away from one
+    started = time.process_time()
+    reading = read_query(query, vocabulary, lexicon)
+    cpu = time.process_time() - started
+    tracemalloc.start()  # apart: tracing makes every allocation slower
+    try:
+        read_query(query, vocabulary, lexicon)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert cpu < 1.0 and peak < 100 * MIB, (cpu, peak / MIB)
+    assert all(len(w.word) <= MAX_WORD_CHARS for w in reading.words)
 
 
 def test_token_shapes_count_only_in_names(lexicon: WordNet) -> None:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kg_fuse import private
 from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def principal_for_token(store: Store, token: str) -> Principal | None:
 
 def write_private_json(path: Path, data: dict) -> None:
     """Write JSON atomically, readable by the owner only from the first byte on."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.create_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

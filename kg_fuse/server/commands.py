@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kg_fuse import paths
+from kg_fuse import paths, private
 from kg_fuse.errors import CommandError, UsageError
 from kg_fuse.server import lifecycle
 
@@ -225,11 +225,19 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _log_to(log_file: Path) -> None:
     """Send this process's stdout and stderr (log, progress bars) to ``log_file``."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    private.create_dir(log_file.parent)
+    fd = private.open_private(log_file)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+
+
+def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
+    """Keep the store and the logs from other local users (an install made before this
+    was kept is fixed here, and the log says so once)."""
+    files = paths.server_private_files(data_dir) + ([log_file] if log_file else [])
+    private.log_fixed(private.private_dirs(paths.server_private_dirs(data_dir))
+                      + private.private_files(files))
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -260,6 +268,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # uvicorn re-raises SIGTERM after its clean shutdown; as SystemExit, the pid file and
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
+    _make_private(args.data_dir, args.log_file)
     graph = _open_graph(args.data_dir)
     try:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
@@ -281,6 +290,7 @@ def index_command(args: argparse.Namespace) -> int:
     """Build or refresh the store (with a progress bar) without serving."""
     _check_inputs(args)
     _setup_logging()
+    _make_private(args.data_dir)
     graph = _open_graph(args.data_dir)
     try:
         _prepare(graph, args)

@@ -123,6 +123,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                            "exit 1 when none runs.")
     _add_store_options(state)
     state.set_defaults(func=lambda args: lifecycle.status(args.data_dir))
+    credentials = actions.add_parser(
+        "credentials", help="show the clients in the credentials file, or replace them",
+        description="Show which admin and user clients the credentials file holds. With "
+                    "--rotate, replace both by new ones and revoke every earlier secret "
+                    "and token at once (running or not, the server refuses them from "
+                    "then on); mounts re-read the file when the server refuses their "
+                    "client, so they carry on with the new credentials.")
+    _add_store_options(credentials)
+    credentials.add_argument("--rotate", action="store_true",
+                             help="replace both clients and revoke every token")
+    credentials.set_defaults(func=credentials_command)
 
     index = subparsers.add_parser(
         "index", help="build or refresh the server's store, then exit",
@@ -283,6 +294,43 @@ def serve_command(args: argparse.Namespace) -> int:
     finally:
         sock.close()
         graph.store.close()
+    return 0
+
+
+def credentials_command(args: argparse.Namespace) -> int:
+    """Show the credentials file's clients; ``--rotate`` replaces them and every token."""
+    import json
+
+    from kg_fuse.server.auth import rotate_credentials
+    from kg_fuse.server.store import Store
+
+    db, path = paths.server_db_path(args.data_dir), paths.server_credentials_path()
+    if not db.exists():
+        raise CommandError(f"no store at {db}", hint="kg-fuse server start")
+    try:
+        held = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        held = {}
+    if not args.rotate:
+        clients = held if isinstance(held, dict) else {}
+        ids = [(clients.get(role) or {}).get("client_id") for role in ("admin", "user")]
+        if not all(ids):
+            raise CommandError(f"no credentials in {path}",
+                               hint="kg-fuse server start writes them")
+        print(f"{path}: admin client {ids[0]}, user client {ids[1]} for "
+              f"{clients.get('api_url')}")
+        return 0
+    running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
+    api_url = (running.api_url if running else None) or \
+        (held.get("api_url") if isinstance(held, dict) else None) or paths.DEFAULT_API_URL
+    store = Store(db)
+    try:
+        made = rotate_credentials(store, path, str(api_url))
+    finally:
+        store.close()
+    print(f"kg-fuse: new admin client {made['admin']['client_id']} and user client "
+          f"{made['user']['client_id']} written to {path}; every earlier secret and token "
+          "is revoked")
     return 0
 
 

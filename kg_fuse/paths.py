@@ -45,6 +45,26 @@ def server_log_path(base: Path | None = None) -> Path:
     return server_dir(base) / "server.log"
 
 
+def server_private_dirs(base: Path | None = None) -> list[Path]:
+    """The server's folders, kept 0700 (see :mod:`kg_fuse.private`): its store, pid file
+    and log, and the credentials' folder. A ``--data-dir`` of the user's choosing is
+    theirs: only its ``server`` folder is kg-fuse's."""
+    owned = [] if base is not None else [data_dir()]
+    return [*owned, server_dir(base), config_dir()]
+
+
+def server_private_files(base: Path | None = None) -> list[Path]:
+    """The server's files, kept 0600: the store (with its WAL and shared memory), its log
+    and pid file."""
+    return [*sqlite_files(server_db_path(base)), server_log_path(base),
+            server_pid_path(base)]
+
+
+def sqlite_files(db: Path) -> list[Path]:
+    """A SQLite store's file and the two SQLite keeps beside it in WAL mode."""
+    return [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+
+
 def server_credentials_path() -> Path:
     """The 0600 file where the embedded server writes its clients' credentials."""
     return config_dir() / "server-credentials.json"
@@ -61,3 +81,13 @@ def mount_state_dir(mountpoint: str | os.PathLike[str]) -> Path:
     digest = hashlib.sha256(os.fsencode(absolute)).hexdigest()[:16]
     readable = "".join(c if c.isalnum() else "_" for c in absolute.strip("/"))[-48:]
     return data_dir() / "mounts" / f"{readable}-{digest}"
+
+
+def mount_private_dirs(mountpoint: str | os.PathLike[str]) -> list[Path]:
+    """A mount's folders, kept 0700: its saved queries and (by default) its log."""
+    return [data_dir(), data_dir() / "mounts", mount_state_dir(mountpoint)]
+
+
+def mount_log_path(mountpoint: str | os.PathLike[str]) -> Path:
+    """The log of a mount started in the background (``kg-fuse mount`` without -f)."""
+    return mount_state_dir(mountpoint) / "kg-fuse.log"

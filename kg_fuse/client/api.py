@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -104,13 +104,16 @@ class KgApiClient:
         credentials: Credentials,
         timeout: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        reread_credentials: Callable[[], Credentials | None] | None = None,
     ) -> None:
         """``transport`` replaces the network: ``httpx.ASGITransport(app)`` runs the real
-        server in-process (the kernel-free tests); None opens real connections."""
+        server in-process (the kernel-free tests); None opens real connections.
+        ``reread_credentials`` looks for newer credentials when the server refuses ours
+        (``Connection.reread``)."""
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
         self._http = httpx.AsyncClient(
-            auth=TokenAuth(f"{self.api_url}{TOKEN_PATH}", credentials),
+            auth=TokenAuth(f"{self.api_url}{TOKEN_PATH}", credentials, reread_credentials),
             base_url=self.api_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
             # a bounded pool of kept-alive connections: concept details go in parallel
@@ -249,12 +252,16 @@ def _decode(method: str, path: str, response: httpx.Response) -> Any:
 
 class TokenAuth(httpx.Auth):
     """OAuth client credentials as an httpx auth flow: a cached bearer token, fetched when
-    missing or about to expire, and fetched again once when the server rejects it (401)."""
+    missing or about to expire, and fetched again once when the server rejects it (401).
+    When the server refuses the client itself (its credentials were rotated or revoked),
+    ``reread`` is asked for newer ones, such as a rewritten credentials file: a mount
+    carries on with them instead of failing until it is restarted."""
 
-
-    def __init__(self, token_url: str, credentials: Credentials) -> None:
+    def __init__(self, token_url: str, credentials: Credentials,
+                 reread: Callable[[], Credentials | None] | None = None) -> None:
         self._token_url = token_url
         self._credentials = credentials
+        self._reread = reread
         self._token: str | None = None
         self._expires = 0.0
         self._lock = trio.Lock()
@@ -269,10 +276,25 @@ class TokenAuth(httpx.Auth):
             "client_secret": self._credentials.client_secret,
         })
 
+    async def _newer_credentials(self) -> bool:
+        """Whether ``reread`` found other credentials than the refused ones (now used)."""
+        if self._reread is None:
+            return False
+        found = await trio.to_thread.run_sync(self._reread)
+        if found is None or found == self._credentials:
+            return False
+        log.info("client %s was refused; using client %s from %s",
+                 self._credentials.client_id, found.client_id, found.source)
+        self._credentials = found
+        return True
+
     def _store(self, response: httpx.Response) -> str:
         if response.status_code in (400, 401, 422):
+            held = self._credentials
+            why = "" if self._reread is None else (
+                f" (revoked or replaced, and {held.source} holds no newer credentials)")
             raise errors.AuthenticationFailed(
-                f"client {self._credentials.client_id!r} rejected: {_detail(response)}",
+                f"client {held.client_id!r} rejected: {_detail(response)}{why}",
                 method="POST", path=TOKEN_PATH, status=response.status_code)
         body = _decode("POST", TOKEN_PATH, response)
         token = body.get("access_token") if isinstance(body, dict) else None
@@ -290,23 +312,21 @@ class TokenAuth(httpx.Auth):
         self, request: httpx.Request
     ) -> AsyncGenerator[httpx.Request, httpx.Response]:
         await request.aread()  # a rejected upload is sent again
-        async with self._lock:  # one token request at a time; the others wait for it
-            if not self._fresh():
-                answer = yield self._token_request()
-                await answer.aread()
-                self._store(answer)
-            token = self._token
-        request.headers["Authorization"] = f"Bearer {token}"
-        response = yield request
-        if response.status_code != 401:
-            return
-        log.info("token rejected on %s %s; authenticating again", request.method,
-                 request.url.path)
-        async with self._lock:
-            if self._token == token:  # nobody fetched a new one meanwhile
-                answer = yield self._token_request()
-                await answer.aread()
-                self._store(answer)
-            token = self._token
-        request.headers["Authorization"] = f"Bearer {token}"
-        yield request
+        refused: str | None = None  # the token the server rejected, if it did
+        while True:
+            async with self._lock:  # one token request at a time; the others wait for it
+                if not self._fresh() or (refused is not None and self._token == refused):
+                    answer = yield self._token_request()
+                    await answer.aread()
+                    if answer.status_code == 401 and await self._newer_credentials():
+                        answer = yield self._token_request()
+                        await answer.aread()
+                    self._store(answer)
+                token = self._token
+            request.headers["Authorization"] = f"Bearer {token}"
+            response = yield request
+            if response.status_code != 401 or refused is not None:
+                return
+            log.info("token rejected on %s %s; authenticating again", request.method,
+                     request.url.path)
+            refused = token

@@ -9,10 +9,12 @@ line itself, so they never show in ``ps``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,9 @@ class Credentials:
 class Connection:
     api_url: str
     credentials: Credentials
+    # looks again where the credentials came from: what is there now for this server
+    reread: Callable[[], Credentials | None] | None = field(default=None, compare=False,
+                                                             repr=False)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -105,9 +110,21 @@ def resolve_connection(
     for found in candidates:
         if found is not None:
             log.info("using client %s from %s for %s", found.client_id, found.source, url)
-            return Connection(url, found)
+            reread = functools.partial(_reread, url, api_url, client_id, client_secret_file,
+                                       role)
+            return Connection(url, found, reread)
     raise MissingCredentials(
         f"no client credentials for {url}: set KG_CLIENT_ID and KG_CLIENT_SECRET, "
         f"pass --client-id with --client-secret-file, start the embedded server "
         f"(it writes {paths.server_credentials_path()}), or log in with the platform CLI"
     )
+
+
+def _reread(url: str, *how: str | None) -> Credentials | None:
+    """The credentials the same lookup finds now, for the same server (None if none):
+    the server's credentials file is rewritten when they are rotated."""
+    try:
+        again = resolve_connection(*how)
+    except (MissingCredentials, OSError):
+        return None
+    return again.credentials if _same_server(again.api_url, url) else None

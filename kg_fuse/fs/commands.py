@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from kg_fuse import paths
+from kg_fuse import paths, private
 from kg_fuse.errors import CommandError, UsageError
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _setup_logging(log_file: Path | None, debug: bool) -> None:
     handler: logging.Handler
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
+        private.create_dir(log_file.parent)
+        os.close(private.open_private(log_file))  # every search text: owner only
         handler = logging.FileHandler(log_file)
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -121,7 +122,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from kg_fuse.fs.mount import MountOptions, run_mount
     from kg_fuse.fs.queries import StoreCorrupt
 
+    fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
+    fixed += private.private_files([args.log_file] if args.log_file else [])
     _setup_logging(args.log_file, args.debug)
+    private.log_fixed(fixed)
     options = MountOptions(
         mountpoint=mountpoint, connection=connection, poll_interval=args.poll_interval,
         max_age=args.max_age,
@@ -142,8 +146,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
 def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     """Start a foreground mount as a detached child; return once it is ready."""
-    log_file = args.log_file or paths.mount_state_dir(mountpoint) / "kg-fuse.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file = args.log_file or paths.mount_log_path(mountpoint)
+    for folder in [*paths.mount_private_dirs(mountpoint), log_file.parent]:
+        private.create_dir(folder)  # an existing one the mount fixes, and says so
     argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
             "--log-file", str(log_file), *_forwarded(args, exclude={"foreground", "log_file"})]
     start = log_file.stat().st_size if log_file.exists() else 0

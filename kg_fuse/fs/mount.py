@@ -125,7 +125,8 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
 async def _serve(options: MountOptions, store: QueryStore) -> None:
     state = await trio.to_thread.run_sync(store.load)
     client = KgApiClient(options.connection.api_url, options.connection.credentials,
-                         timeout=options.request_timeout)
+                         timeout=options.request_timeout,
+                         reread_credentials=options.connection.reread)
     operations = assemble(options, client, store, state)
     tree = operations.tree
     fuse_options = set(pyfuse3.default_options)

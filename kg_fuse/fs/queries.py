@@ -21,6 +21,7 @@ from typing import Any
 
 import tomli_w
 
+from kg_fuse import private
 from kg_fuse.client.models import threshold_presets
 from kg_fuse.fs.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
 from kg_fuse.limits import DEFAULT_LIMIT
@@ -229,7 +230,7 @@ class QueryStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private.create_dir(self.directory)  # saved search texts: owner only
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

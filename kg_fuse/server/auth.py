@@ -13,11 +13,13 @@ import json
 import logging
 import os
 import secrets
+import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kg_fuse import private
 from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -65,18 +67,36 @@ def _hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
-    """A new client with a random id and secret; returns both in plain text once."""
+def _insert_client(conn: sqlite3.Connection, role: str, is_admin: bool) -> tuple[str, str]:
     client_id = f"kgfuse-{role}-{secrets.token_hex(6)}"
     secret = secrets.token_hex(32)  # no "-" to read as an option on a command line
     salt = secrets.token_hex(16)
-    with store.transaction() as conn:
-        conn.execute(
-            "INSERT INTO clients(client_id, secret_hash, salt, role, is_admin, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (client_id, _hash_secret(secret, salt), salt, role, int(is_admin), time.time()),
-        )
+    conn.execute(
+        "INSERT INTO clients(client_id, secret_hash, salt, role, is_admin, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (client_id, _hash_secret(secret, salt), salt, role, int(is_admin), time.time()),
+    )
     return client_id, secret
+
+
+def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
+    """A new client with a random id and secret; returns both in plain text once."""
+    with store.transaction() as conn:
+        return _insert_client(conn, role, is_admin)
+
+
+def replace_clients(store: Store) -> dict[str, dict[str, str]]:
+    """New admin and user clients in place of every client there was, whose tokens are
+    revoked with them, in one transaction; returns the new ones' ids and secrets."""
+    with store.transaction() as conn:
+        revoked = conn.execute("DELETE FROM tokens").rowcount
+        removed = conn.execute("DELETE FROM clients").rowcount
+        made = {role: _insert_client(conn, role, is_admin=role == "admin")
+                for role in ("admin", "user")}
+    log.info("replaced %d clients by admin client %s and user client %s; %d tokens "
+             "revoked", removed, made["admin"][0], made["user"][0], revoked)
+    return {role: {"client_id": cid, "client_secret": secret}
+            for role, (cid, secret) in made.items()}
 
 
 def verify_client(store: Store, client_id: str, secret: str) -> Principal | None:
@@ -116,7 +136,7 @@ def principal_for_token(store: Store, token: str) -> Principal | None:
 
 def write_private_json(path: Path, data: dict) -> None:
     """Write JSON atomically, readable by the owner only from the first byte on."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.create_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -148,9 +168,12 @@ def _valid_entry(store: Store, entry: object, admin: bool) -> bool:
 
 
 def ensure_credentials(store: Store, path: Path, api_url: str) -> dict:
-    """Reuse the clients of an existing credentials file, else create both anew.
+    """Reuse the clients of an existing credentials file, else replace them all.
 
-    The file is rewritten on every start so ``api_url`` names the port actually served.
+    A file that is missing or does not match the store means the old secrets are out of
+    the owner's hands (moved away, replaced): every client and token there was is revoked,
+    not only superseded. The file is rewritten on every start so ``api_url`` names the
+    port actually served.
     """
     data = _read_credentials(path)
     if (data is not None and _valid_entry(store, data.get("admin"), True)
@@ -158,14 +181,24 @@ def ensure_credentials(store: Store, path: Path, api_url: str) -> dict:
         log.info("reusing the clients in %s", path)
     else:
         if data is not None:
-            log.warning("credentials in %s do not match this store; creating new clients",
+            log.warning("credentials in %s do not match this store; replacing every client",
                         path)
-        admin_id, admin_secret = create_client(store, "admin", is_admin=True)
-        user_id, user_secret = create_client(store, "user", is_admin=False)
-        data = {"admin": {"client_id": admin_id, "client_secret": admin_secret},
-                "user": {"client_id": user_id, "client_secret": user_secret}}
-        log.info("created admin client %s and user client %s", admin_id, user_id)
-    result = {"api_url": api_url, "admin": data["admin"], "user": data["user"]}
+        data = replace_clients(store)
+    return write_credentials(path, api_url, data)
+
+
+def write_credentials(path: Path, api_url: str, clients: dict) -> dict:
+    """The credentials file: where the server is, its admin and user clients (0600)."""
+    result = {"api_url": api_url, "admin": clients["admin"], "user": clients["user"]}
     write_private_json(path, result)
     log.info("credentials written to %s (mode 0600)", path)
     return result
+
+
+def rotate_credentials(store: Store, path: Path, api_url: str) -> dict:
+    """Replace both clients and revoke every token, then write the new credentials file.
+
+    Works beside a running server: it reads clients and tokens from the store on every
+    request, so the old secrets and tokens are refused from the commit on.
+    """
+    return write_credentials(path, api_url, replace_clients(store))

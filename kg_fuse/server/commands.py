@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kg_fuse import paths
+from kg_fuse import paths, private
 from kg_fuse.errors import CommandError, UsageError
 from kg_fuse.server import lifecycle
 
@@ -123,6 +123,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                            "exit 1 when none runs.")
     _add_store_options(state)
     state.set_defaults(func=lambda args: lifecycle.status(args.data_dir))
+    credentials = actions.add_parser(
+        "credentials", help="show the clients in the credentials file, or replace them",
+        description="Show which admin and user clients the credentials file holds. With "
+                    "--rotate, replace both by new ones and revoke every earlier secret "
+                    "and token at once (running or not, the server refuses them from "
+                    "then on); mounts re-read the file when the server refuses their "
+                    "client, so they carry on with the new credentials.")
+    _add_store_options(credentials)
+    credentials.add_argument("--rotate", action="store_true",
+                             help="replace both clients and revoke every token")
+    credentials.set_defaults(func=credentials_command)
 
     index = subparsers.add_parser(
         "index", help="build or refresh the server's store, then exit",
@@ -225,11 +236,19 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _log_to(log_file: Path) -> None:
     """Send this process's stdout and stderr (log, progress bars) to ``log_file``."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    private.create_dir(log_file.parent)
+    fd = private.open_private(log_file)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+
+
+def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
+    """Keep the store and the logs from other local users (an install made before this
+    was kept is fixed here, and the log says so once)."""
+    files = paths.server_private_files(data_dir) + ([log_file] if log_file else [])
+    private.log_fixed(private.private_dirs(paths.server_private_dirs(data_dir))
+                      + private.private_files(files))
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -260,6 +279,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # uvicorn re-raises SIGTERM after its clean shutdown; as SystemExit, the pid file and
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
+    _make_private(args.data_dir, args.log_file)
     graph = _open_graph(args.data_dir)
     try:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
@@ -277,10 +297,48 @@ def serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def credentials_command(args: argparse.Namespace) -> int:
+    """Show the credentials file's clients; ``--rotate`` replaces them and every token."""
+    import json
+
+    from kg_fuse.server.auth import rotate_credentials
+    from kg_fuse.server.store import Store
+
+    db, path = paths.server_db_path(args.data_dir), paths.server_credentials_path()
+    if not db.exists():
+        raise CommandError(f"no store at {db}", hint="kg-fuse server start")
+    try:
+        held = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        held = {}
+    if not args.rotate:
+        clients = held if isinstance(held, dict) else {}
+        ids = [(clients.get(role) or {}).get("client_id") for role in ("admin", "user")]
+        if not all(ids):
+            raise CommandError(f"no credentials in {path}",
+                               hint="kg-fuse server start writes them")
+        print(f"{path}: admin client {ids[0]}, user client {ids[1]} for "
+              f"{clients.get('api_url')}")
+        return 0
+    running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
+    api_url = (running.api_url if running else None) or \
+        (held.get("api_url") if isinstance(held, dict) else None) or paths.DEFAULT_API_URL
+    store = Store(db)
+    try:
+        made = rotate_credentials(store, path, str(api_url))
+    finally:
+        store.close()
+    print(f"kg-fuse: new admin client {made['admin']['client_id']} and user client "
+          f"{made['user']['client_id']} written to {path}; every earlier secret and token "
+          "is revoked")
+    return 0
+
+
 def index_command(args: argparse.Namespace) -> int:
     """Build or refresh the store (with a progress bar) without serving."""
     _check_inputs(args)
     _setup_logging()
+    _make_private(args.data_dir)
     graph = _open_graph(args.data_dir)
     try:
         _prepare(graph, args)

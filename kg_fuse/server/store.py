@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kg_fuse import paths, private
+
 log = logging.getLogger(__name__)
 
 EPOCH_KEY = "epoch"
@@ -163,6 +165,8 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        private.log_fixed(private.private_files(paths.sqlite_files(path)))
+        private.create_file(path)  # the full text of every document: owner only
         self.path = path
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)

@@ -176,3 +176,20 @@ def test_secret_never_appears_in_repr(homes):
     direct = Credentials("id", "hunter2-very-secret", "test")
     assert "hunter2-very-secret" not in repr(direct)
     assert "hunter2-very-secret" not in f"{direct}"
+
+
+def test_reread_finds_rotated_credentials_of_the_same_server(homes):
+    """A mount whose client the server refuses looks again: a rotation rewrote the file."""
+    server_file(homes)
+    connection = resolve_connection()
+    assert connection.reread is not None
+    assert connection.reread() == connection.credentials  # nothing newer yet
+    xdg, _ = homes
+    path = xdg / "kg-fuse" / "server-credentials.json"
+    rotated = json.loads(path.read_text())
+    rotated["user"] = {"client_id": "srv-user-2", "client_secret": "rotated"}
+    write_json(path, rotated)
+    found = connection.reread()
+    assert (found.client_id, found.client_secret) == ("srv-user-2", "rotated")
+    server_file(homes, api_url="http://127.0.0.1:9912")  # another server's now
+    assert connection.reread() is None

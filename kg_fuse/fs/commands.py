@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="after such a refusal: make FILE (the repaired store) the "
                             "saved-query store again, then mount")
     mount.add_argument("--log-file", type=Path, help="log here (default: stderr in the "
-                       "foreground, a file in the state directory otherwise)")
+                       "foreground; otherwise kg-fuse.log in the mountpoint's own directory "
+                       f"under {paths.data_dir() / 'mounts'})")
     mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
     mount.set_defaults(func=cmd_mount)
     _MOUNT_OPTIONS[:] = [a for a in mount._actions if a.option_strings and a.dest != "help"]
@@ -131,7 +132,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         _settle_store(args, mountpoint)
         return _mount_in_background(args, mountpoint)
 
-    from kg_fuse.fs.mount import MountOptions, run_mount
+    from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
     from kg_fuse.fs.queries import StoreCorrupt
 
     _setup_logging(args.log_file, args.debug)
@@ -150,6 +151,11 @@ def cmd_mount(args: argparse.Namespace) -> int:
         run_mount(options)
     except StoreCorrupt as exc:
         return _refuse_in_foreground(args, _store_refusal(exc, mountpoint))
+    except CredentialsRejected as exc:
+        return _refuse_in_foreground(args, CommandError(
+            f"cannot mount {mountpoint}: {exc}",
+            hint="check --client-id and --client-secret-file (or KG_CLIENT_ID and "
+                 "KG_CLIENT_SECRET)"))
     except RuntimeError as exc:  # pyfuse3.init failing
         return _refuse_in_foreground(args, CommandError(f"cannot mount {mountpoint}: {exc}"))
     return 0

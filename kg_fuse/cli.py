@@ -20,8 +20,9 @@ SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "torch", "sentence_transformers
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """Paragraphs wrapped (a paragraph with line breaks kept as written); every option's
-    help ends with its default, if it has one."""
+    """Paragraphs wrapped (a paragraph with line breaks kept as written); option help
+    broken at spaces only; every option's help ends with its default, if it has one
+    (unless it says "(default: ...)" itself)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return "\n\n".join(
@@ -29,10 +30,15 @@ class HelpFormatter(argparse.HelpFormatter):
                 paragraph, width, initial_indent=indent, subsequent_indent=indent)
             for paragraph in text.split("\n\n"))
 
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """Lines broken at spaces only, so a path or option shown stays whole (pastable)."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False,
+                             break_long_words=False)
+
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if (action.option_strings and "default" not in text and text != argparse.SUPPRESS
+        if (action.option_strings and "(default" not in text and text != argparse.SUPPRESS
                 and default not in (None, False, [], argparse.SUPPRESS)):
             text += " (default: %(default)s)"
         return text

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
 from kg_fuse.errors import CommandError, UsageError
+
+if TYPE_CHECKING:
+    from kg_fuse.fs.queries import StoreCorrupt
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +60,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mount.add_argument("--allow-document-delete", action="store_true",
                        help="let rm ontology/NAME/documents/FILE delete the document on "
                             "the server")
+    mount.add_argument("--start-empty", action="store_true",
+                       help="after a refusal to mount because the saved-query store was "
+                            "unreadable: start with no saved queries (the unreadable file "
+                            "stays where the refusal said)")
+    mount.add_argument("--restore-store", type=Path, metavar="FILE",
+                       help="after such a refusal: make FILE (the repaired store) the "
+                            "saved-query store again, then mount")
     mount.add_argument("--log-file", type=Path, help="log here (default: stderr in the "
-                       "foreground, a file in the state directory otherwise)")
+                       "foreground; otherwise kg-fuse.log in the mountpoint's own directory "
+                       f"under {paths.data_dir() / 'mounts'})")
     mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
     mount.set_defaults(func=cmd_mount)
     _MOUNT_OPTIONS[:] = [a for a in mount._actions if a.option_strings and a.dest != "help"]
@@ -117,15 +130,20 @@ def cmd_mount(args: argparse.Namespace) -> int:
     except (KgError, OSError) as exc:
         raise UsageError(str(exc), hint="kg-fuse server start, or pass --api-url") from None
     if not args.foreground:
+        _settle_store(args, mountpoint)
         return _mount_in_background(args, mountpoint)
 
-    from kg_fuse.fs.mount import MountOptions, run_mount
+    from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
     from kg_fuse.fs.queries import StoreCorrupt
 
     fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
     fixed += private.private_files([args.log_file] if args.log_file else [])
     _setup_logging(args.log_file, args.debug)
     private.log_fixed(fixed)
+    try:
+        _settle_store(args, mountpoint)
+    except CommandError as exc:
+        return _refuse_in_foreground(args, exc)
     options = MountOptions(
         mountpoint=mountpoint, connection=connection, poll_interval=args.poll_interval,
         max_age=args.max_age,
@@ -135,13 +153,62 @@ def cmd_mount(args: argparse.Namespace) -> int:
     )
     try:
         run_mount(options)
-    except (StoreCorrupt, RuntimeError) as exc:  # RuntimeError: pyfuse3.init failing
-        reason = str(exc) if isinstance(exc, StoreCorrupt) else f"cannot mount {mountpoint}: {exc}"
-        log.error("%s", reason)
-        if args.log_file is not None:  # the log is a file: the terminal hears it too
-            raise CommandError(reason, hint=f"see {args.log_file}") from None
-        return 1
+    except StoreCorrupt as exc:
+        return _refuse_in_foreground(args, _store_refusal(exc, mountpoint))
+    except CredentialsRejected as exc:
+        return _refuse_in_foreground(args, CommandError(
+            f"cannot mount {mountpoint}: {exc}",
+            hint="check --client-id and --client-secret-file (or KG_CLIENT_ID and "
+                 "KG_CLIENT_SECRET)"))
+    except RuntimeError as exc:  # pyfuse3.init failing
+        return _refuse_in_foreground(args, CommandError(f"cannot mount {mountpoint}: {exc}"))
     return 0
+
+
+def _refuse_in_foreground(args: argparse.Namespace, error: CommandError) -> int:
+    """Log why the mount cannot start; a log file also gets it said on the terminal."""
+    log.error("%s", error.line())
+    if args.log_file is not None:
+        hint = f"{error.hint}; see {args.log_file}" if error.hint else f"see {args.log_file}"
+        raise CommandError(error.message, hint=hint) from None
+    return error.code
+
+
+def _store_refusal(exc: StoreCorrupt, mountpoint: Path) -> CommandError:
+    """An unreadable saved-query store: the mount refuses, every time, until the user
+    picks one of the two commands the hint names."""
+    kept = shlex.quote(str(exc.kept_at))
+    where = shlex.quote(str(mountpoint))
+    return CommandError(str(exc), hint=f"repair that file, then: kg-fuse mount "
+                                       f"--restore-store {kept} {where}; or start with no "
+                                       f"saved queries: kg-fuse mount --start-empty {where}")
+
+
+def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
+    """Check the mountpoint's saved-query store, after applying the user's choice about
+    an unreadable one (--start-empty, --restore-store). Never replaces a store in use."""
+    from kg_fuse.fs.queries import QueryStore, StoreCorrupt, StoreInUse
+
+    store = QueryStore(paths.mount_state_dir(mountpoint))
+    try:
+        if args.restore_store is not None:
+            state = store.restore(args.restore_store)
+            print(f"kg-fuse: restored {len(state.queries)} saved queries from "
+                  f"{args.restore_store}", flush=True)
+        elif args.start_empty:
+            kept = store.start_empty()
+            print(f"kg-fuse: starting with no saved queries; the unreadable store stays "
+                  f"at {kept}", flush=True)
+        else:
+            store.load()
+    except StoreCorrupt as exc:
+        raise _store_refusal(exc, mountpoint) from None
+    except StoreInUse as exc:
+        raise UsageError(f"{exc}; nothing was changed",
+                         hint=f"kg-fuse mount {shlex.quote(str(mountpoint))}") from None
+    except ValueError as exc:  # the file to restore still does not parse
+        raise UsageError(f"{exc}; nothing was changed",
+                         hint="repair it and run the same command again") from None
 
 
 def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
@@ -150,7 +217,8 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     for folder in [*paths.mount_private_dirs(mountpoint), log_file.parent]:
         private.create_dir(folder)  # an existing one the mount fixes, and says so
     argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
-            "--log-file", str(log_file), *_forwarded(args, exclude={"foreground", "log_file"})]
+            "--log-file", str(log_file),
+            *_forwarded(args, exclude={"foreground", "log_file", "start_empty", "restore_store"})]
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)

@@ -61,7 +61,8 @@ class ControlFile(Behaviour):
 
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Learn the server default if stale; for the status, also try to fetch the
-        results it describes (both deadlines run side by side)."""
+        results it describes and look at the server now, so a stopped server shows on
+        this read (the deadlines run side by side)."""
         query = tree.query(node)
         if node.kind is not NodeKind.STATUS_FILE:
             await tree.watcher.current_default()
@@ -69,6 +70,7 @@ class ControlFile(Behaviour):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(tree.watcher.current_default)
             nursery.start_soon(tree.service.refresh_status, query)
+            nursery.start_soon(tree.watcher.look)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
         return False  # generated: ``rm -r QUERY`` removes the query quietly

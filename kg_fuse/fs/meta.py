@@ -132,8 +132,10 @@ def _toml(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
 
 
 def _status(tree: Tree, query: SavedQuery, problem: str | None) -> bytes:
-    return status_file(query, tree.planner.explain(query), tree.service.listing(query.key),
-                       problem or tree.watcher.server_error)
+    listing = tree.service.listing(query.key)
+    fetched_at = listing.fetched_at if listing is not None else None
+    return status_file(query, tree.planner.explain(query), listing,
+                       problem or tree.watcher.error_since(fetched_at))
 
 
 CONTROLS: dict[str, Control] = {

@@ -14,6 +14,7 @@ import pyfuse3
 import trio
 
 from kg_fuse import paths
+from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection
 from kg_fuse.fs.attrs import Attributes
@@ -51,6 +52,23 @@ class MountOptions:
 
 
 SHUTDOWN_GRACE = 1.0  # seconds handlers in flight get to finish once we are unmounting
+
+
+class CredentialsRejected(RuntimeError):
+    """The server refused the mount's client credentials."""
+
+
+async def _check_credentials(client: KgApiClient, api_url: str, timeout: float) -> None:
+    """Rejected credentials fail the mount now, with the server's reason, instead of
+    every later ``ls`` with EACCES. A server that cannot be reached does not: the mount
+    serves what needs no server and catches up when it answers."""
+    try:
+        await client.epoch(timeout=timeout)
+    except errors.AuthenticationFailed as exc:
+        raise CredentialsRejected(f"the server at {api_url} rejected the credentials: "
+                                  f"{exc}") from None
+    except errors.KgError as exc:
+        log.info("the credentials could not be checked (%s); mounting anyway", exc)
 
 
 async def _watch_signals(ready: trio.Event, stop: Callable[[], None]) -> None:
@@ -127,6 +145,11 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     client = KgApiClient(options.connection.api_url, options.connection.credentials,
                          timeout=options.request_timeout,
                          reread_credentials=options.connection.reread)
+    try:
+        await _check_credentials(client, options.connection.api_url, options.probe_timeout)
+    except CredentialsRejected:
+        await client.aclose()
+        raise
     operations = assemble(options, client, store, state)
     tree = operations.tree
     fuse_options = set(pyfuse3.default_options)

@@ -3,7 +3,8 @@
 The file is rewritten atomically (temporary file, fsync, rename) under an advisory lock
 that every writing process takes, so a crash at any moment leaves either the old or the
 new version, never a torn one. A file that cannot be parsed is moved aside, never
-silently replaced.
+silently replaced: until the user chooses (restore a repaired copy, or start empty) every
+load refuses, naming the file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kg_fuse.limits import DEFAULT_LIMIT
 log = logging.getLogger(__name__)
 
 STORE_VERSION = 1
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)  # what parsing may raise
 
 
 class StoreCorrupt(RuntimeError):
@@ -36,11 +38,24 @@ class StoreCorrupt(RuntimeError):
 
     def __init__(self, path: Path, kept_at: Path, reason: str) -> None:
         super().__init__(
-            f"the saved-query store {path} is unreadable ({reason}); it was kept as "
-            f"{kept_at}. Inspect or repair it and move it back, or remove it to start "
-            f"with no saved queries."
-        )
+            f"the saved-query store {path} is unreadable ({reason}); it was moved to "
+            f"{kept_at}, and nothing was discarded")
         self.kept_at = kept_at
+
+
+class StoreSetAside(StoreCorrupt):
+    """An earlier load moved an unreadable store aside and nothing has replaced it: a
+    mount now would start empty and hide where the queries went, so it refuses."""
+
+    def __init__(self, path: Path, kept_at: Path) -> None:
+        RuntimeError.__init__(
+            self, f"the saved-query store {path} was unreadable and was moved to "
+                  f"{kept_at}; no store has replaced it yet")
+        self.kept_at = kept_at
+
+
+class StoreInUse(ValueError):
+    """A choice about a set-aside store that would replace a store in use."""
 
 
 def now_iso() -> str:
@@ -238,6 +253,11 @@ class QueryStore:
         finally:
             os.close(fd)
 
+    def set_aside(self) -> list[Path]:
+        """Unreadable stores moved aside by earlier loads, oldest first (by the time in
+        their names)."""
+        return sorted(self.directory.glob("queries.toml.corrupt-*"))
+
     def load(self) -> StoreState:
         with self._locked():
             # Under the lock nobody is mid-write: a temporary file is a crash's leftover.
@@ -246,27 +266,62 @@ class QueryStore:
             try:
                 return loads_state(self.path.read_text(encoding="utf-8"))
             except FileNotFoundError:
+                kept = self.set_aside()
+                if kept:
+                    raise StoreSetAside(self.path, kept[-1]) from None
                 return StoreState()
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            except UNREADABLE as exc:
                 stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
                 kept_at = self.path.with_name(f"queries.toml.corrupt-{stamp}-{os.getpid()}")
                 os.replace(self.path, kept_at)
                 raise StoreCorrupt(self.path, kept_at, str(exc)) from exc
 
+    def start_empty(self) -> Path:
+        """The user's choice after a refusal: an empty store replaces the set-aside one,
+        which stays where it is. Returns the set-aside file."""
+        try:
+            state = self.load()
+        except StoreSetAside as exc:
+            self.save(StoreState())
+            return exc.kept_at
+        raise StoreInUse(f"{self.path} is readable ({len(state.queries)} saved queries): "
+                         "there is nothing to start afresh from")
+
+    def restore(self, source: Path) -> StoreState:
+        """The user's other choice: ``source`` (a repaired copy) becomes the store, if it
+        parses and no store is in use; a set-aside file restored this way is moved back.
+        A refusal changes nothing."""
+        with self._locked():
+            if self.path.exists():
+                raise StoreInUse(f"{self.path} exists: restoring would replace it")
+            raw = source.read_bytes()
+            try:
+                state = loads_state(raw.decode("utf-8"))
+            except UNREADABLE as exc:
+                raise ValueError(f"{source} is still unreadable ({exc})") from exc
+            self._write(raw)
+        if source.parent.resolve() == self.directory.resolve():
+            source.unlink(missing_ok=True)  # it is the store now
+        return state
+
     def save(self, state: StoreState) -> None:
         """Atomically replace the file with ``state`` (blocking: call from a thread)."""
         data = dumps_state(state).encode("utf-8")
         with self._locked():
-            tmp = self.path.with_name(f".queries.toml.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with open(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-            dir_fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            self._write(data)
         log.debug("saved %d queries to %s", len(state.queries), self.path)
+
+    def _write(self, data: bytes) -> None:
+        """Temporary file, fsync, rename, fsync of the directory; under the lock."""
+        tmp = self.path.with_name(f".queries.toml.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

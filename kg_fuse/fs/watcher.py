@@ -19,6 +19,9 @@ then, and their refetch reports the new ``threshold_used``).
 
 Every value learned, whatever its source, goes through ``observe``; a change is handed
 to the invalidation, which decides what it drops.
+
+Besides the poll, reading ``.meta/status`` looks at the server at once (``look``), so a
+stopped server shows on that read, not up to ``--poll-interval`` later.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class ServerWatcher:
         self._retries = Backoff(RetryPolicy.fixed(ttl))
         self._admin_readable: bool | None = None
         self._lock = trio.Lock()
+        self._polling: trio.Event | None = None  # set when the poll under way ends
+        self._stalled = False  # the last poll timed out (not refused: that costs nothing)
+        self._failed_at = float("-inf")  # when the last poll failed (trio clock)
 
     @property
     def fresh(self) -> bool:
@@ -136,9 +142,39 @@ class ServerWatcher:
                 log.info("could not refresh the server default: %s", exc)
         return self.value
 
+    def error_since(self, fetched_at: float | None) -> str | None:
+        """Why the server could not be reached at the last look, if that look came after
+        ``fetched_at`` (trio clock): a listing fetched since then proves it answered."""
+        if self.server_error is None or (fetched_at is not None
+                                         and fetched_at > self._failed_at):
+            return None
+        return self.server_error
+
+    async def look(self) -> None:
+        """A look at the server now (one epoch GET), before ``.meta/status`` is shown: a
+        stopped server shows on this read. It shares a poll under way; after a poll that
+        timed out it leaves the server to the poller and the listings' own fetches, so a
+        stalled server costs the reader one deadline, not one per read."""
+        if self._polling is not None:
+            await self._polling.wait()
+        elif not (self.server_error is not None and self._stalled):
+            await self.poll()
+
     async def poll(self) -> bool:
         """One look at the server (two cheap GETs at most, never a search): a changed
-        epoch or default is reported. Returns whether the content changed."""
+        epoch or default is reported. Returns whether the content changed. A poll while
+        one is under way waits for it and reports no change."""
+        if self._polling is not None:
+            await self._polling.wait()
+            return False
+        self._polling = trio.Event()
+        try:
+            return await self._poll()
+        finally:
+            self._polling.set()
+            self._polling = None
+
+    async def _poll(self) -> bool:
         try:
             seen = await self._client.epoch(timeout=self.probe_timeout)
             await self._polled_default(seen)
@@ -146,7 +182,10 @@ class ServerWatcher:
             if self.server_error is None:
                 log.warning("server unavailable, serving cached listings: %s", exc)
             self.server_error = str(exc)
+            self._stalled = isinstance(exc, errors.ServerTimeout)
+            self._failed_at = trio.current_time()
             return False
+        self._stalled = False
         if self.server_error is not None:
             log.info("server available again")
             if self._changes is not None:

@@ -40,9 +40,9 @@ def _modules(value: str) -> list[str]:
 
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where the store, its pid file and log live "
-                             f"(default: {paths.server_dir()})")
+    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                        help="kg-fuse's data directory: the store, its pid file and log are "
+                             f"in DIR/server/ (default: {paths.data_dir()})")
 
 
 def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
@@ -74,9 +74,16 @@ def _port(value: str) -> int:
     return int(value)
 
 
-# (option, attribute) pairs that ``server start`` passes on to ``serve``
-_SERVE_FORWARDED = (("--data-dir", "data_dir"), ("--corpus", "corpus"), ("--host", "host"),
-                    ("--port", "port"), ("--ontology", "ontology"))
+def _add_serve_options(parser: argparse.ArgumentParser, log_default: str) -> None:
+    """``serve``'s options: ``server start`` takes the same and passes them on."""
+    _add_listen_options(parser)
+    parser.add_argument("--log-file", type=Path, default=None,
+                        help=f"append the log (and progress) to this file (default: "
+                             f"{log_default})")
+    parser.add_argument("--token-ttl", type=int, default=None, help=argparse.SUPPRESS)
+
+
+_SERVE_OPTIONS: list[argparse.Action] = []  # serve's options, as server start passes them
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -89,11 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "platform's HTTP API. It writes a pid file next to its store, so "
                     "'kg-fuse server stop' stops it wherever it was started. For the "
                     "background, use 'kg-fuse server start'.")
-    _add_listen_options(serve)
-    serve.add_argument("--log-file", type=Path, default=None,
-                       help="append the log (and progress) to this file (default: stderr)")
-    serve.add_argument("--token-ttl", type=int, default=None, help=argparse.SUPPRESS)
+    _add_serve_options(serve, log_default="stderr")
     serve.set_defaults(func=serve_command)
+    _SERVE_OPTIONS[:] = [a for a in serve._actions if a.option_strings and a.dest != "help"]
 
     server = subparsers.add_parser(
         "server", help="start, stop or check the embedded server in the background",
@@ -106,8 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     title="actions")
     start = actions.add_parser("start", help="start the server in the background",
                                description="Start 'kg-fuse serve' in the background with "
-                                           "these options; return once it answers.")
-    _add_listen_options(start)
+                                           "these options (all of serve's, and --wait); "
+                                           "return once it answers.")
+    _add_serve_options(start, log_default="DIR/server/server.log")
     start.add_argument("--wait", type=float, default=900.0,
                        help="seconds to wait for the server to answer (a first start "
                             "builds the corpus)")
@@ -161,17 +167,28 @@ def server_start_command(args: argparse.Namespace) -> int:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
     _check_inputs(args)
+    log_file = args.log_file.resolve() if args.log_file is not None else None
+    return lifecycle.start(_serve_argv(args), args.data_dir, args.wait, log_file)
+
+
+def _serve_argv(args: argparse.Namespace) -> list[str]:
+    """``server start``'s arguments as ``serve``'s command line (paths made absolute)."""
     argv: list[str] = []
-    for flag, attribute in _SERVE_FORWARDED:
-        value = getattr(args, attribute)
-        if value is not None:
-            argv += [flag, str(value)]
-    if args.modules is not None:
-        argv += ["--modules", ",".join(args.modules)]
-    for folder in args.ingest:
-        argv += ["--ingest", str(folder.resolve())]
-    argv += ["--allow-remote"] if args.allow_remote else []
-    return lifecycle.start(argv, args.data_dir, args.wait)
+    for action in _SERVE_OPTIONS:
+        value = getattr(args, action.dest)
+        if value is None or value is False or value == [] or action.dest == "log_file":
+            continue
+        flag = action.option_strings[0]
+        if value is True:
+            argv.append(flag)
+        elif isinstance(action, argparse._AppendAction):  # --ingest, repeatable
+            for item in value:
+                argv += [flag, str(item.resolve() if isinstance(item, Path) else item)]
+        elif isinstance(value, list):  # --modules
+            argv += [flag, ",".join(value)]
+        else:
+            argv += [flag, str(value.resolve() if isinstance(value, Path) else value)]
+    return argv
 
 
 def _is_loopback(host: str) -> bool:

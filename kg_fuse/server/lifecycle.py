@@ -110,17 +110,20 @@ def _tail(log_file: Path, start: int, lines: int = 3) -> str:
     return " | ".join(line.strip().removeprefix("kg-fuse: ") for line in tail)
 
 
-def start(serve_argv: list[str], data_dir: Path | None, wait: float) -> int:
-    """Run ``kg-fuse serve`` detached; return once it answers /health."""
+def start(serve_argv: list[str], data_dir: Path | None, wait: float,
+          log_file: Path | None = None) -> int:
+    """Run ``kg-fuse serve`` detached, logging to ``log_file`` (default: next to the
+    store); return once it answers /health."""
     pid_file = paths.server_pid_path(data_dir)
     running = read_record(pid_file)
     if running is not None:
         print(f"kg-fuse: the server is already running at {running.api_url} "
               f"(pid {running.pid})")
         return 0
-    log_file = paths.server_log_path(data_dir)
     for folder in paths.server_private_dirs(data_dir):
         private.create_dir(folder)  # an existing one the server fixes, and says so
+    log_file = log_file or paths.server_log_path(data_dir)
+    log_file.parent.mkdir(parents=True, exist_ok=True)  # a --log-file elsewhere
     offset = log_file.stat().st_size if log_file.exists() else 0
     argv = [sys.executable, "-m", "kg_fuse.cli", "serve", *serve_argv,
             "--log-file", str(log_file)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,22 +17,6 @@ from kg_fuse.cli import build_parser
 def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kg_fuse.cli", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120)
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """An empty home: nothing built, no server running, no credentials."""
-    home = tmp_path / "home"
-    (home / "file.txt").parent.mkdir(parents=True)
-    (home / "file.txt").write_text("x")
-    (home / "full").mkdir()
-    (home / "full" / "keep.txt").write_text("mine")
-    (home / "empty").mkdir()
-    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
-           "XDG_CONFIG_HOME": str(home / "config"), "XDG_STATE_HOME": str(home / "state")}
-    for name in ("KG_API_URL", "KG_CLIENT_ID", "KG_CLIENT_SECRET", "KG_FUSE_DEBUG"):
-        env.pop(name, None)
-    return env, home
 
 
 BAD_INVOCATIONS = [

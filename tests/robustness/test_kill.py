@@ -282,6 +282,75 @@ def test_a_corrupt_store_is_kept_aside_and_the_mount_refuses_to_start(
     assert str(newest) in result.stderr, result.stderr
 
 
+def test_every_mount_refuses_until_the_user_chooses_what_replaces_a_corrupt_store(
+        mount_factory: Any, tmp_path: Path, kg_server: Any) -> None:
+    """A second (third ...) ``kg-fuse mount`` must not start empty and hide where the
+    queries went: each refuses, naming the kept file and the two commands that choose;
+    a choice never replaces a store in use, and a refused choice changes nothing."""
+    first = mount_factory()
+    first.path("json parsing").mkdir()
+    first.path("gzip").mkdir()
+    assert first.unmount() == 0
+    env, where = first.env, str(first.mountpoint)
+    store = store_path(Path(env["XDG_DATA_HOME"]))
+    assert store is not None
+    good = store.read_bytes()
+    garbage = b"version = 1\n[[queries]\nname = \"json parsing\n"
+
+    def mount(*extra: str) -> subprocess.CompletedProcess[str]:
+        return kg_fuse_cli("mount", where, *extra, "--log-file", str(tmp_path / "bg.log"),
+                           env=env)
+
+    def unmount() -> None:
+        assert kg_fuse_cli("unmount", where, env=env).returncode == 0
+        wait_until(lambda: not os.path.ismount(where), 10)
+
+    try:
+        store.write_bytes(garbage)
+        refusals = [mount(), mount(), mount()]
+        kept = sorted(store.parent.glob("queries.toml.corrupt-*"))
+        assert len(kept) == 1 and kept[0].read_bytes() == garbage, kept
+        assert not store.exists() and not os.path.ismount(where)
+        for refused in refusals:
+            assert refused.returncode == 1, refused
+            line = refused.stderr.strip()
+            assert str(kept[0]) in line, line
+            assert "--start-empty" in line and f"--restore-store {kept[0]}" in line, line
+
+        # restoring the file unrepaired is refused, and moves nothing
+        still = mount("--restore-store", str(kept[0]))
+        assert still.returncode == 2 and "still unreadable" in still.stderr, still
+        assert kept[0].read_bytes() == garbage and not store.exists()
+        assert not os.path.ismount(where)
+
+        kept[0].write_bytes(good)  # the user repairs it
+        restored = mount("--restore-store", str(kept[0]))
+        assert restored.returncode == 0, restored
+        assert "restored 2 saved queries" in restored.stdout, restored.stdout
+        assert saved_queries(first.mountpoint) == ["gzip", "json parsing"]
+        assert not kept[0].exists()  # it is the store again
+        unmount()
+
+        # starting empty keeps the unreadable file, and is refused over a readable store
+        refused = mount("--start-empty")
+        assert refused.returncode == 2 and "nothing was changed" in refused.stderr, refused
+        assert store.read_bytes() == good and not os.path.ismount(where)
+        store.write_bytes(garbage)
+        assert mount().returncode == 1
+        kept = sorted(store.parent.glob("queries.toml.corrupt-*"))
+        emptied = mount("--start-empty")
+        assert emptied.returncode == 0, emptied
+        assert str(kept[0]) in emptied.stdout
+        assert saved_queries(first.mountpoint) == []
+        assert kept[0].read_bytes() == garbage
+        unmount()
+        assert mount().returncode == 0  # the choice is made: plain mounts work again
+        unmount()
+    finally:
+        if os.path.ismount(where):
+            subprocess.run(["fusermount3", "-u", "-z", where], check=False)
+
+
 # Regression test (a bug this suite found; fixed in bfe347c):
 # status used os.stat, answered from the kernel's cache for 1 s.
 @pytest.mark.timeout(60)

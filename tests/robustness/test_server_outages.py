@@ -44,8 +44,7 @@ def private_server(module_server: Any) -> Any:
     """Not the shared server; running with its default arguments (a test that restarted
     it with others leaves it so: it is restarted here only if a later test needs it)."""
     if module_server.extra_args or module_server.process is None:
-        module_server.extra_args = []
-        module_server.start()
+        module_server.restart(extra_args=[])  # stopped first: one server on its port
     return module_server
 
 
@@ -155,3 +154,28 @@ def test_server_stopped_then_restarted_without_its_tokens(
     assert store_of(mount) == {RELEVANT: "inherit", fresh[0]: "inherit", fresh[1]: 0.45,
                                fresh[2]: "inherit", fresh[3]: "inherit",
                                "read csv rows": "inherit"}
+
+
+@pytest.mark.timeout(120)
+def test_status_says_the_server_stopped_on_its_next_read(
+        private_server: Any, mount_factory: Callable[..., Mount]) -> None:
+    """Right after ``kg-fuse server stop`` a held listing is still fresh for ``--max-age``
+    and the next poll is far off (here an hour), yet the next read of ``.meta/status``
+    says the server is gone; and the first read after it is back says fresh again."""
+    server = private_server
+    mount = mount_factory(
+        extra_args=["--api-url", server.api_url, "--poll-interval", "3600"],
+        env=proxy_env(server), allowed_log=FAULT_LOG)
+    fetched_query(mount)
+    assert status_lines(mount, RELEVANT)["fetched"].endswith("(fresh)")
+
+    server.stop()
+    status = timed(lambda: status_lines(mount, RELEVANT))
+    assert status.ok and status.seconds <= BOUND, status
+    assert status.value["fetched"].endswith("(stale: server unavailable)"), status.value
+    assert "connect" in status.value.get("error", "").lower(), status.value
+
+    server.start()
+    assert status_lines(mount, RELEVANT)["fetched"].endswith("(fresh)")
+    assert "error" not in status_lines(mount, RELEVANT)
+    assert mount.unmount() == 0

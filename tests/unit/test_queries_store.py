@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreCorrupt, StoreState
+from kg_fuse.fs.queries import (
+    QueryStore,
+    SavedQuery,
+    StoreCorrupt,
+    StoreInUse,
+    StoreSetAside,
+    StoreState,
+)
 from kg_fuse.fs.threshold import AutoAdjustment, floor_adjust
 
 HOSTILE_NAMES = [
@@ -159,3 +166,24 @@ def test_auto_adjustment_survives_the_round_trip(tmp_path):
     store = QueryStore(tmp_path)
     store.save(state)
     assert store.load().queries["q"].auto_adjusted == adj
+
+
+def test_a_store_set_aside_refuses_every_later_load_until_a_choice(tmp_path):
+    store = QueryStore(tmp_path)
+    store.path.write_bytes(b"[[queries]\n")
+    with pytest.raises(StoreCorrupt) as first:
+        store.load()
+    for _ in range(2):  # no store and no choice: never an empty one in its place
+        with pytest.raises(StoreSetAside) as again:
+            store.load()
+        assert again.value.kept_at == first.value.kept_at
+    with pytest.raises(ValueError, match="still unreadable"):
+        store.restore(first.value.kept_at)
+    assert first.value.kept_at.exists() and not store.path.exists()
+    assert store.start_empty() == first.value.kept_at
+    assert store.load().queries == {}
+    assert first.value.kept_at.read_bytes() == b"[[queries]\n"
+    with pytest.raises(StoreInUse):
+        store.start_empty()
+    with pytest.raises(StoreInUse):
+        store.restore(first.value.kept_at)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import trio
 
@@ -53,11 +54,24 @@ class ControlFile(Behaviour):
 
     async def content(self, tree: Tree, node: Node) -> bytes:
         query = tree.query(node)
-        return self.control.render(tree, query, tree.service.fetch_error(query.key))
+        data = self.control.render(tree, query, tree.service.fetch_error(query.key))
+        if not self.writable and data != node.last_body:  # status, query.toml
+            node.last_body, node.last_mtime_ns = data, time.time_ns()
+        return data
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
-        # a writable control's mtime moves only with its own value
-        return tree.mtime_ns(node, node.kind if self.writable else None)
+        if self.writable:  # moves only with its own value
+            return tree.mtime_ns(node, node.kind)
+        if not node.last_mtime_ns:
+            await self.content(tree, node)
+        return node.last_mtime_ns  # when the bytes last changed, as the mount saw them
+
+    def rereads(self, handle: FileHandle, offset: int) -> bool:
+        """A read from the start, or at or past the end of what the handle read, sees
+        the current bytes (``tail -f``, ``less +F``: the size they see is the current
+        one); a read in the middle goes on with the same version, so no reader gets
+        half of each."""
+        return handle.snapshot is None or offset == 0 or offset >= len(handle.snapshot)
 
     async def refresh(self, tree: Tree, node: Node) -> None:
         """Learn the server default if stale; for the status, also try to fetch the

@@ -84,7 +84,7 @@ class Node:
     lookups: int = 0
     attached: bool = True
     # The last content served, so an inode the kernel still holds keeps answering after
-    # its result left the listing.
+    # its result left the listing; for status and query.toml, when their bytes changed.
     last_body: bytes = b""
     last_mtime_ns: int = 0
 

@@ -48,6 +48,10 @@ class KgOperations(NamespaceOperations):
         kind = behaviour(node)
         if (fields.update_mode or fields.update_uid or fields.update_gid) and not kind.chown:
             raise NotPermitted(f"{node.kind.value}: mode and owner are fixed")
+        if (fields.update_atime or fields.update_mtime) and not (
+                kind.is_dir or kind.writable or kind.chown):
+            # ``touch`` would exit 0 and change nothing: its mtime is its content's
+            raise NotPermitted(f"{node.kind.value}: its time is when its content changed")
         if fields.update_size:
             await kind.truncate(self.tree, node, attr.st_size, self.handles.file(fh))
         return await self._entry(node)
@@ -120,7 +124,7 @@ class KgOperations(NamespaceOperations):
     async def read(self, fh: int, off: int, size: int) -> bytes:
         handle = self.handles.open_file(fh)
         kind = behaviour(handle.node)
-        if handle.snapshot is None or kind.live:
+        if kind.rereads(handle, off):
             handle.snapshot = await kind.content(self.tree, handle.node)
         return handle.snapshot[off : off + size]
 

@@ -171,6 +171,11 @@ class Behaviour:
         """The bytes and mtime, without awaiting (only for ``instant`` kinds)."""
         raise NotImplementedError
 
+    def rereads(self, handle: FileHandle, offset: int) -> bool:
+        """Whether a read at ``offset`` renders the bytes anew instead of serving the
+        handle's snapshot."""
+        return handle.snapshot is None or self.live
+
     async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
         return []
 

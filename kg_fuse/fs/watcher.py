@@ -91,7 +91,9 @@ class ServerWatcher:
 
     @property
     def origin(self) -> DefaultOrigin:
-        """The value, how it was learned and when (for ``.meta/status``)."""
+        """The value, how and when the server first reported it (for ``.meta/status``):
+        seeing the same value again changes neither, so the files that show it change
+        only when the default does."""
         return DefaultOrigin(self.value, self._how, self._learned_wall, self.presets)
 
     # -- the one way in for a learned default --------------------------------------------
@@ -113,8 +115,9 @@ class ServerWatcher:
             self.value = value
             if presets is not None or previous != value:  # a new default: its presets
                 self.presets = presets
-            self._how, self._learned_wall = how, time.time()
-            self._learned_at = trio.current_time()
+            if previous != value or self._learned_wall is None:  # new, or only saved
+                self._how, self._learned_wall = how, time.time()
+            self._learned_at = trio.current_time()  # fresh, whatever the value
         if self.value is not None and (previous != self.value
                                        or self.presets != previous_presets):
             log.info("server default threshold is %s (was %s), presets %s", self.value,

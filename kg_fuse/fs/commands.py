@@ -189,6 +189,8 @@ def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
     an unreadable one (--start-empty, --restore-store). Never replaces a store in use."""
     from kg_fuse.fs.queries import QueryStore, StoreCorrupt, StoreInUse
 
+    for folder in paths.mount_private_dirs(mountpoint):  # the store's folders: private
+        private.create_dir(folder)  # from the first (an existing one the mount fixes)
     store = QueryStore(paths.mount_state_dir(mountpoint))
     try:
         if args.restore_store is not None:

@@ -271,8 +271,7 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
         lines.append(f"filtered by: {culprit}")
     if response.below_threshold_count is not None:
         lines.append(f"below threshold: {response.below_threshold_count}")
-    suggested = (response.near_miss_threshold if response.near_miss_threshold is not None
-                 else response.suggested_threshold)
+    suggested = response.suggestion  # the one the creation auto-adjust adopts
     if suggested is not None:
         lines.append(f"suggested threshold: {format_threshold(suggested)}")
     if response.near_misses:

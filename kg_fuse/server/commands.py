@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MODULES_HINT = "--modules takes standard-library modules written in Python, e.g. gzip,json"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+SHUTDOWN_GRACE = 5.0  # seconds requests in flight get at a stop; an ingest job stops sooner
 
 
 def _setup_logging() -> None:
@@ -289,7 +290,8 @@ def serve_command(args: argparse.Namespace) -> int:
             app = create_app(graph, token_ttl(args.token_ttl))
             log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
                      api_url, graph.default_threshold())
-            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on")
+            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on",
+                                    timeout_graceful_shutdown=SHUTDOWN_GRACE)
             uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

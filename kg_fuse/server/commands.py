@@ -97,11 +97,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.set_defaults(func=serve_command)
 
     server = subparsers.add_parser(
-        "server", help="start, stop or check the embedded server in the background",
+        "server", help="start, stop or check the embedded server; rotate its credentials",
         description="The embedded server in the background. 'start' runs 'kg-fuse serve' "
                     "detached (log in the data directory) and returns once it answers; "
                     "'stop' stops exactly the server its pid file names; 'status' says "
-                    "whether one runs (exit code 1 if not). Unmounting never stops the "
+                    "whether one runs (exit code 1 if not); 'credentials' shows or rotates "
+                    "its clients. Unmounting never stops the "
                     "server: stop it here, or with 'kg-fuse unmount --stop-server'.")
     actions = server.add_subparsers(dest="action", required=True, metavar="ACTION",
                                     title="actions")

@@ -14,6 +14,14 @@ MAX_NAME_CHARS = 1_000  # an ontology's name, a catalog filter
 DEFAULT_LIMIT = 50  # results a query directory lists when its .meta/limit is unset
 LOG_PREFIX_CHARS = 200  # of any client-supplied value written to a log
 
+# The ingest queue: waiting and running jobs hold their text in memory. Past a limit an
+# upload is answered 429; the mount keeps the file and tries again.
+MAX_QUEUED_JOBS_PER_CLIENT = 16
+MAX_QUEUED_JOBS = 32
+MAX_QUEUED_BYTES_PER_CLIENT = 2 * MAX_INGEST_BYTES  # 64 MiB
+MAX_QUEUED_BYTES = 3 * MAX_INGEST_BYTES  # 96 MiB
+MAX_SECTIONS_PER_DOCUMENT = 2_000  # heading sections (concepts) of one ingested document
+
 
 def shown(value: object, limit: int = LOG_PREFIX_CHARS) -> str:
     """``repr`` of a client-supplied value, cut to a short prefix for logs and messages."""

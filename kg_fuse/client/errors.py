@@ -46,6 +46,11 @@ class Conflict(KgError):
     """The object already exists (409)."""
 
 
+class TooManyRequests(KgError):
+    """The server has no room for this now (429, e.g. its ingest queue is full): the same
+    request may succeed later."""
+
+
 class InvalidRequest(KgError):
     """The server rejected our request as invalid (400/422)."""
 

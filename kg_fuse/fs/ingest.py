@@ -7,8 +7,9 @@ uploads it there. Editors' temporary names are never uploaded. While the server 
 it, ``<name>.ingesting`` shows the job; it disappears when the job completes (a failed
 job stays, showing its error, and a completed one with warnings, such as a section
 nearly identical to an existing concept, stays showing them, until removed). A file
-stays in ``ingest/`` until the server accepted it: while the server is unreachable the
-upload is retried.
+stays in ``ingest/`` until the server accepted it: while the server is unreachable, or
+its ingest queue is full (429), the upload is retried, and the ``.ingesting`` file says
+why it waits.
 
 All or nothing: a file whose writing failed (over the cap, out of space, any error) is
 never uploaded; it stays, marked failed in its ``.ingesting`` file, until it is removed
@@ -42,6 +43,21 @@ JOB_SUFFIX = ".ingesting"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")  # the platform's
 DUPLICATE = "duplicate"  # a job status of ours: the upload added nothing
 _TEMPORARY = re.compile(r"^\.|~$|\.sw[a-p]$|\.tmp$|^#.*#$|^4913$|\.part$|\.crdownload$")
+
+
+# Failures after which the file stays and its upload is tried again, with what its
+# ``.ingesting`` file says meanwhile (the server's reason follows, as its error).
+WAITING_FOR: dict[type[errors.KgError], str] = {
+    errors.TooManyRequests: "waiting for room in the server's ingest queue",
+    errors.ServerUnreachable: "waiting for the server",
+    errors.ServerTimeout: "waiting for the server",
+    errors.ServerFault: "waiting for the server",
+}
+RETRIED = tuple(WAITING_FOR)
+
+
+def _waiting(exc: errors.KgError) -> str:
+    return next(status for kind, status in WAITING_FOR.items() if isinstance(exc, kind))
 
 
 def is_temporary(name: str) -> bool:
@@ -223,11 +239,11 @@ class IngestBox:
             receipt = await self._client.ingest(
                 self.server_name(ontology), name, bytes(pending.data),
                 image=name.lower().endswith(IMAGE_EXTENSIONS))
-        except (errors.ServerUnreachable, errors.ServerTimeout, errors.ServerFault) as exc:
+        except RETRIED as exc:
             delay = pending.retries.failed()
             log.warning("upload of %r into %r failed, retrying in %.1fs: %s", name, ontology,
                         delay, exc)
-            job.status, job.error = "waiting for the server", str(exc)
+            job.status, job.error = _waiting(exc), str(exc)
             if self.files.get(key) is pending and pending.upload_at is None:
                 pending.upload_at = trio.current_time() + delay
             return

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MODULES_HINT = "--modules takes standard-library modules written in Python, e.g. gzip,json"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+SHUTDOWN_GRACE = 5.0  # seconds requests in flight get at a stop; an ingest job stops sooner
 
 
 def _setup_logging() -> None:
@@ -101,11 +102,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _SERVE_OPTIONS[:] = [a for a in serve._actions if a.option_strings and a.dest != "help"]
 
     server = subparsers.add_parser(
-        "server", help="start, stop or check the embedded server in the background",
+        "server", help="start, stop or check the embedded server; rotate its credentials",
         description="The embedded server in the background. 'start' runs 'kg-fuse serve' "
                     "detached (log in the data directory) and returns once it answers; "
                     "'stop' stops exactly the server its pid file names; 'status' says "
-                    "whether one runs (exit code 1 if not). Unmounting never stops the "
+                    "whether one runs (exit code 1 if not); 'credentials' shows or rotates "
+                    "its clients. Unmounting never stops the "
                     "server: stop it here, or with 'kg-fuse unmount --stop-server'.")
     actions = server.add_subparsers(dest="action", required=True, metavar="ACTION",
                                     title="actions")
@@ -306,7 +308,8 @@ def serve_command(args: argparse.Namespace) -> int:
             app = create_app(graph, token_ttl(args.token_ttl))
             log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
                      api_url, graph.default_threshold())
-            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on")
+            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on",
+                                    timeout_graceful_shutdown=SHUTDOWN_GRACE)
             uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

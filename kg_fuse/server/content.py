@@ -12,7 +12,7 @@ import logging
 import sqlite3
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ from kg_fuse.server.views import embedded_views, split_name, view_texts
 log = logging.getLogger(__name__)
 
 SIMILAR_NEIGHBOURS = 3
+EMBED_STEP = 64  # texts embedded between two checks that an ingest job may go on (~1 s)
 
 
 def _ontology_id(conn: sqlite3.Connection, name: str, description: str = "",
@@ -239,13 +240,16 @@ def publish_documents(store: Store, near_duplicates: dict[str, list[dict]] | Non
         return conn.execute("UPDATE documents SET published = 1 WHERE published = 0").rowcount
 
 
-def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> list[str]:
+def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
+                  checkpoint: Callable[[], None] | None = None) -> list[str]:
     """Embed the weighted views of every concept that lacks one; returns their ids.
 
     Only the views with a fusion weight are embedded (:func:`views.embedded_views`):
     the build costs one model pass per weighted view. A store embedded before views
     existed has its single vector as the description view and is not re-embedded.
-    Also indexes their text for keyword search, in the same transaction.
+    Also indexes their text for keyword search, in the same transaction. ``checkpoint``
+    is called between steps of :data:`EMBED_STEP` texts: it raises to stop (an ingest
+    job when the server shuts down), and nothing is written then.
     """
     wanted = embedded_views()
     have: dict[str, set[str]] = defaultdict(set)
@@ -262,7 +266,7 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> l
     jobs.sort(key=lambda j: len(j[2]))
     log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),
              embedder.name)
-    vectors = embedder.encode([text for _, _, text in jobs], progress=progress)
+    vectors = _embed(embedder, [text for _, _, text in jobs], progress, checkpoint)
     with store.transaction(content_change=True) as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO concept_views(concept_id, view, model, vector) "
@@ -271,6 +275,19 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False) -> l
              for (cid, view, _), v in zip(jobs, vectors, strict=True)])
         _index_text(conn, concepts)
     return [c.id for c in concepts]
+
+
+def _embed(embedder: Embedder, texts: list[str], progress: bool,
+           checkpoint: Callable[[], None] | None) -> np.ndarray:
+    """All ``texts`` at once (start-up: one progress bar), or in steps with a check before
+    each (an ingest job)."""
+    if checkpoint is None:
+        return embedder.encode(texts, progress=progress)
+    parts = []
+    for start in range(0, len(texts), EMBED_STEP):
+        checkpoint()
+        parts.append(embedder.encode(texts[start:start + EMBED_STEP]))
+    return np.concatenate(parts) if parts else embedder.encode([])
 
 
 def _index_text(conn: sqlite3.Connection, concepts: list[ConceptText]) -> None:

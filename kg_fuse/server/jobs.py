@@ -4,8 +4,13 @@ A job is recorded as ``pending`` with null progress and queued; one worker, star
 the app's lifespan in an anyio task group (:meth:`JobRunner.running`), runs the queue in
 order: the parse, the store writes and the embedding all happen in a worker thread, so
 the event loop keeps answering (including ``GET /jobs/{id}`` polls). Shutting down
-cancels the worker: a job in progress stops at its next stage (failed, saying why) and
-queued ones stay pending, to be marked failed at the next start.
+cancels the worker: a job in progress stops at its next stage, within a step of its
+embedding (failed, saying why, its document taken out again), and queued ones stay
+pending, to be marked failed at the next start.
+
+The queue is bounded (:class:`IngestLimits`): waiting and running jobs hold their text in
+memory, so past a number of jobs or bytes, per client or in all, an upload is refused
+(:class:`QueueFull`, a 429). A document of more sections than the limit fails at its parse.
 """
 
 from __future__ import annotations
@@ -18,12 +23,21 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import anyio
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from kg_fuse.limits import (
+    MAX_QUEUED_BYTES,
+    MAX_QUEUED_BYTES_PER_CLIENT,
+    MAX_QUEUED_JOBS,
+    MAX_QUEUED_JOBS_PER_CLIENT,
+    MAX_SECTIONS_PER_DOCUMENT,
+    MIB,
+)
 from kg_fuse.server import repository
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
@@ -31,21 +45,60 @@ from kg_fuse.server.service import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 
+INTERRUPTED = "the server stopped before the job finished; upload the file again"
+
+
 def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
-class JobInterrupted(RuntimeError):
+class JobFailed(RuntimeError):
+    """The job ends failed for a reason the user can act on, recorded as it is said."""
+
+
+class JobInterrupted(JobFailed):
     """The server is shutting down: the job stops between stages."""
+
+
+class QueueFull(Exception):
+    """No room for another job; the message says which limit, to the user."""
+
+
+@dataclass(frozen=True)
+class IngestLimits:
+    """The most jobs (waiting or running) and bytes of their text, per client and in all,
+    and the most heading sections one document may have."""
+
+    jobs_per_client: int = MAX_QUEUED_JOBS_PER_CLIENT
+    jobs: int = MAX_QUEUED_JOBS
+    bytes_per_client: int = MAX_QUEUED_BYTES_PER_CLIENT
+    bytes: int = MAX_QUEUED_BYTES
+    sections: int = MAX_SECTIONS_PER_DOCUMENT
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    job_id: str
+    text: str
+    filename: str
+    ontology: str
+    client_id: str
+    size: int  # bytes, as uploaded
+
+
+def _mib(size: int) -> str:
+    return f"{size / MIB:.1f} MiB"
 
 
 class JobRunner:
     """Creates job rows and runs them sequentially in the background."""
 
-    def __init__(self, graph: KnowledgeGraph) -> None:
+    def __init__(self, graph: KnowledgeGraph, limits: IngestLimits | None = None) -> None:
         self.graph = graph
-        self._queue: MemoryObjectSendStream[tuple[str, str, str, str]] | None = None
+        self.limits = limits or IngestLimits()
+        self._queue: MemoryObjectSendStream[QueuedJob] | None = None
         self._stopping = threading.Event()
+        self._held: dict[str, list[int]] = {}  # client -> sizes of its jobs not done
 
     @property
     def accepting(self) -> bool:
@@ -55,9 +108,9 @@ class JobRunner:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Run queued jobs, one at a time, while the block runs (the app's lifespan)."""
-        send, receive = anyio.create_memory_object_stream[tuple[str, str, str, str]](
-            math.inf)
+        send, receive = anyio.create_memory_object_stream[QueuedJob](math.inf)
         self._stopping.clear()
+        self._held.clear()
         async with anyio.create_task_group() as group:
             group.start_soon(self._worker, receive)
             self._queue = send
@@ -69,18 +122,53 @@ class JobRunner:
                 group.cancel_scope.cancel()
                 send.close()
 
-    async def _worker(self, receive: MemoryObjectReceiveStream[tuple[str, str, str, str]]) -> None:
+    async def _worker(self, receive: MemoryObjectReceiveStream[QueuedJob]) -> None:
         async with receive:
             async for job in receive:
-                await self._run(*job)
+                try:
+                    await self._run(job)
+                finally:
+                    self.release(job.client_id, job.size)
+
+    def admit(self, client_id: str, size: int) -> None:
+        """Hold room for one more job of ``size`` bytes, or raise :class:`QueueFull`.
+        Call on the event loop (checking and holding is then one step); :meth:`release`
+        gives it back."""
+        mine = self._held.get(client_id, [])
+        every = [n for sizes in self._held.values() for n in sizes]
+        limits = self.limits
+        for over, why in (
+            (len(mine) >= limits.jobs_per_client,
+             f"you have {len(mine)} jobs waiting or running (at most "
+             f"{limits.jobs_per_client} per client)"),
+            (sum(mine) + size > limits.bytes_per_client,
+             f"your jobs waiting or running hold {_mib(sum(mine))} and this file "
+             f"{_mib(size)} (at most {_mib(limits.bytes_per_client)} per client)"),
+            (len(every) >= limits.jobs,
+             f"the server has {len(every)} jobs waiting or running (at most {limits.jobs})"),
+            (sum(every) + size > limits.bytes,
+             f"the jobs waiting or running hold {_mib(sum(every))} and this file "
+             f"{_mib(size)} (at most {_mib(limits.bytes)} in all)"),
+        ):
+            if over:
+                raise QueueFull(f"The ingest queue is full: {why}; retry once earlier "
+                                "jobs have finished")
+        self._held[client_id] = [*mine, size]
+
+    def release(self, client_id: str, size: int) -> None:
+        mine = self._held.get(client_id, [])
+        if size in mine:
+            mine.remove(size)
+        if not mine:
+            self._held.pop(client_id, None)
 
     def fail_interrupted(self) -> None:
         """Jobs a previous process left unfinished cannot resume: mark them failed."""
         with self.graph.store.transaction() as conn:
             n = conn.execute(
-                "UPDATE jobs SET status = 'failed', error = 'server restarted before the job "
-                "finished', completed_at = ? WHERE status NOT IN ('completed', 'failed', "
-                "'cancelled')", (time.time(),)).rowcount
+                "UPDATE jobs SET status = 'failed', error = ?, completed_at = ? "
+                "WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+                (INTERRUPTED, time.time())).rowcount
         if n:
             log.warning("marked %d interrupted jobs as failed", n)
 
@@ -102,11 +190,12 @@ class JobRunner:
                 (job_id, time.time(), ontology, filename, digest, client_id))
         return job_id
 
-    def start(self, job_id: str, text: str, filename: str, ontology: str) -> None:
-        """Queue the job for the worker (see :attr:`accepting`)."""
+    def start(self, job: QueuedJob) -> None:
+        """Queue the job for the worker (see :attr:`accepting`), its room held by
+        :meth:`admit`."""
         if self._queue is None:
             raise RuntimeError("no job worker runs: the app's lifespan has not started")
-        self._queue.send_nowait((job_id, text, filename, ontology))
+        self._queue.send_nowait(job)
 
     def _update(self, job_id: str, **fields: object) -> None:
         for key in ("progress", "result"):
@@ -117,34 +206,39 @@ class JobRunner:
             conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?",
                          (*fields.values(), job_id))
 
-    async def _run(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+    async def _run(self, job: QueuedJob) -> None:
         try:
-            await anyio.to_thread.run_sync(self._work, job_id, text, filename, ontology)
+            await anyio.to_thread.run_sync(self._work, job)
         except Exception as exc:  # a failed job reports why instead of vanishing
-            log.exception("job %s failed", job_id)
+            log.exception("job %s failed", job.job_id)
             error = f"{type(exc).__name__}: {exc}"
             await anyio.to_thread.run_sync(
-                lambda: self._update(job_id, status="failed", error=error,
+                lambda: self._update(job.job_id, status="failed", error=error,
                                      completed_at=time.time()))
 
     def _check_stopping(self) -> None:
         if self._stopping.is_set():
-            raise JobInterrupted("the server stopped before the job finished")
+            raise JobInterrupted(INTERRUPTED)
 
-    def _work(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+    def _work(self, job: QueuedJob) -> None:
         try:
-            self._stages(job_id, text, filename, ontology)
-        except JobInterrupted as exc:  # recorded here: the awaiting task is cancelled
-            log.warning("job %s: %s", job_id, exc)
-            self._update(job_id, status="failed", error=str(exc), completed_at=time.time())
+            self._stages(job)
+        except JobFailed as exc:  # recorded here: when stopping, the awaiting task is gone
+            log.warning("job %s: %s", job.job_id, exc)
+            self._update(job.job_id, status="failed", error=str(exc),
+                         completed_at=time.time())
 
-    def _stages(self, job_id: str, text: str, filename: str, ontology: str) -> None:
+    def _stages(self, job: QueuedJob) -> None:
+        job_id, text, filename, ontology = job.job_id, job.text, job.filename, job.ontology
         started = time.time()
         self._update(job_id, status="running", started_at=started,
                      progress={"stage": "parsing", "percent": 0})
         doc = parse_text_document(text, filename, ontology, source_type="api")
         self._check_stopping()
         total = len(doc.concepts)
+        if total > self.limits.sections:
+            raise JobFailed(f"the document has {total} sections, more than the "
+                            f"{self.limits.sections} one document may have: split it")
         self._update(job_id, progress={"stage": "embedding", "percent": 30,
                                        "chunks_total": len(doc.chunks),
                                        "concepts_total": total})
@@ -152,7 +246,8 @@ class JobRunner:
         held = repository.document_in_ontology(self.graph.store, text, ontology)
         if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
             self.graph.remove_document(held)
-        outcome = self.graph.add_documents([doc], created_by=job_id)
+        outcome = self.graph.add_documents([doc], created_by=job_id,
+                                           checkpoint=self._check_stopping)
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
                         "document_id": repository.document_in_ontology(

@@ -13,6 +13,7 @@ from kg_fuse.limits import MAX_INGEST_BYTES, MAX_NAME_CHARS, shown
 from kg_fuse.server import content, repository
 from kg_fuse.server.corpus import content_hash
 from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.jobs import QueuedJob, QueueFull
 from kg_fuse.server.schemas import (
     DuplicateResponse,
     IngestResponse,
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(route_class=AuthFirstRoute)
 
+RETRY_AFTER = 10  # seconds, in a 429's Retry-After: about one job of a few sections
 
 
 @router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
@@ -93,8 +95,18 @@ async def ingest(
     if not jobs.accepting:
         raise HTTPException(status_code=503, detail="The server is shutting down; retry "
                                                     "the upload later")
-    job_id = await run_in_threadpool(jobs.insert, digest, name, ontology, user.client_id)
-    jobs.start(job_id, text, name, ontology)
+    try:
+        jobs.admit(user.client_id, len(raw))
+    except QueueFull as exc:
+        log.info("%s: ingest of %s refused: %s", user.client_id, shown(name), exc)
+        raise HTTPException(status_code=429, detail=str(exc),
+                            headers={"Retry-After": str(RETRY_AFTER)}) from None
+    try:
+        job_id = await run_in_threadpool(jobs.insert, digest, name, ontology, user.client_id)
+        jobs.start(QueuedJob(job_id, text, name, ontology, user.client_id, len(raw)))
+    except BaseException:
+        jobs.release(user.client_id, len(raw))
+        raise
     log.info("%s queued %s for ontology %s as %s (auto_approve=%s)", user.client_id,
              shown(name), shown(ontology), job_id, auto_approve)
     return IngestResponse(job_id=job_id, status="pending", content_hash=digest,

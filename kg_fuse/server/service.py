@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -244,17 +244,28 @@ class KnowledgeGraph:
                 self.store, concept_ids))).with_names(names)
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
-                      created_by: str | None = None) -> IngestOutcome:
+                      created_by: str | None = None,
+                      checkpoint: Callable[[], None] | None = None) -> IngestOutcome:
         """Store, embed and link new documents, swap in an updated index, then publish.
 
         The documents reach the catalog (and the epoch moves) only after the index holds
         their concepts: a client that lists a new document finds its concepts too. A
         concept another ontology has (the same file copied) joins this one too.
+        ``checkpoint`` is called while embedding and once after: if it raises (the server
+        stops), or the embedding fails, the documents are taken out again, whole.
         """
         with self._write_lock:
             stored = content.write_documents(self.store, docs, created_by=created_by,
                                              published=False)
-            embedded = content.embed_missing(self.store, self.embedder, progress=progress)
+            try:
+                embedded = content.embed_missing(self.store, self.embedder,
+                                                 progress=progress, checkpoint=checkpoint)
+                if checkpoint is not None:
+                    checkpoint()
+            except BaseException:
+                for document_id in stored:  # unpublished: no client has seen them
+                    content.delete_document(self.store, document_id)
+                raise
             before = self.index
             self._add_to_index(embedded, (c.id for d in stored.values() for c in d.concepts))
             if embedded:

@@ -11,7 +11,7 @@ from kg_fuse.server import calibrate
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.index import ConceptIndex
-from kg_fuse.server.jobs import JobRunner
+from kg_fuse.server.jobs import JobRunner, QueuedJob
 from kg_fuse.server.service import KnowledgeGraph
 from kg_fuse.server.store import Store
 
@@ -99,10 +99,10 @@ def test_near_duplicate_section_is_a_warning_not_an_error(graph: KnowledgeGraph)
     admin_default(graph)
     runner = JobRunner(graph)
     first = runner.insert("h1", "sauces.md", "kitchen", "test")
-    runner._work(first, SAUCES, "sauces.md", "kitchen")
+    runner._work(QueuedJob(first, SAUCES, "sauces.md", "kitchen", "test", 0))
     assert "warnings" not in runner.get(first)["result"]
     second = runner.insert("h2", "notes.md", "kitchen", "test")
-    runner._work(second, COPY, "notes.md", "kitchen")
+    runner._work(QueuedJob(second, COPY, "notes.md", "kitchen", "test", 0))
     job = runner.get(second)
     assert job["status"] == "completed" and job["error"] is None
     assert job["result"]["concepts_created"] == 2
@@ -112,7 +112,7 @@ def test_near_duplicate_section_is_a_warning_not_an_error(graph: KnowledgeGraph)
     dup = job["result"]["near_duplicates"][0]
     assert dup["similarity"] > 0.92 and dup["similar_label"] == "Making a roux"
     third = runner.insert("h3", "bread.md", "baking", "test")
-    runner._work(third, BREAD, "bread.md", "baking")
+    runner._work(QueuedJob(third, BREAD, "bread.md", "baking", "test", 0))
     assert "warnings" not in runner.get(third)["result"]
 
 
@@ -233,10 +233,10 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
                                    100, 0)
         return [r["filename"] for r in page.rows]
 
-    def observing_embed(store, embedder, progress=False):  # the real embedding, observed
+    def observing_embed(store, embedder, **options):  # the real embedding, observed
         seen["listed while embedding"] = listed()
         seen["epoch while embedding"] = store.epoch()
-        return real_embed(store, embedder, progress=progress)
+        return real_embed(store, embedder, **options)
 
     monkeypatch.setattr(content, "embed_missing", observing_embed)
     graph.add_documents([doc(BREAD, "bread.md")])
@@ -325,7 +325,7 @@ def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
     runner = JobRunner(graph)
     for n, ontology in enumerate(("kitchen", "baking", "baking")):  # the last one forced
         job = runner.insert(f"h{n}", "bread.md", ontology, "test")
-        runner._work(job, BREAD, "bread.md", ontology)
+        runner._work(QueuedJob(job, BREAD, "bread.md", ontology, "test", 0))
         assert runner.get(job)["status"] == "completed"
     assert files(graph, "kitchen") == ["bread.md"] == files(graph, "baking")
     assert scoped(graph, "kitchen") and scoped(graph, "baking") == scoped(graph, "kitchen")

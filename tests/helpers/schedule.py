@@ -43,6 +43,9 @@ MODULE_SECONDS = {
     "tests/robustness/test_server_outages.py": 11,
     "tests/robustness/test_mount_lifecycle.py": 9,
     "tests/fs/test_mount_floor.py": 9,
+    # not yet timed in CI: half of a local run on the loaded shared machine
+    "tests/readme/test_doc_examples.py": 30,
+    "tests/cli/test_cli_help_is_true.py": 18,
 }
 
 

@@ -27,23 +27,12 @@ import pytest
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from tests.helpers.mount import fuse_available
 from tests.helpers.store import OFFLINE_ENV, copy_store
+from tests.readme.docs import README, ROOT, sections, sh_blocks
 
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 DEMO_MODULES = ",".join(SMALL_TEST_MODULES)  # what the seeded store was built from
 PLAIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 needs_fuse = pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")
-
-
-def sections(markdown: str) -> dict[str, str]:
-    """Level-2 sections by heading text (each with its ### subsections)."""
-    parts = re.split(r"^## +(.+?)\s*$", markdown, flags=re.MULTILINE)
-    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
-
-
-def sh_blocks(text: str) -> list[str]:
-    return re.findall(r"^```sh\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
 
 
 def section(name: str) -> str:

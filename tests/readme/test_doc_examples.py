@@ -1,0 +1,246 @@
+"""Every example of output in the user documentation is what the code prints.
+
+Each ``<!-- example: NAME -->`` block of README.md, docs/usage.md and docs/server.md
+(``tests.readme.docs``) is produced here by a real server over the small test corpus
+(``SMALL_TEST_MODULES``; the kitchen handbook for the examples about its words) and a real
+mount, then compared. A drifted example fails naming its file, line and name, with a diff
+and the command that regenerates them all (``KG_UPDATE_DOC_EXAMPLES=1``: the blocks are
+rewritten with what the code produced; review the diff, then commit it). Times are
+written as one fixed time, so a regeneration changes only what really changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kg_fuse.eval.sets import CORPORA_DIR
+from kg_fuse.server.calibrate import CALIBRATION_KEY
+from kg_fuse.server.presets import FALLBACK_OFFSETS
+from tests.fs.conftest import mount_factory  # noqa: F401 - the fixture
+from tests.helpers.mount import Mount, fuse_available
+from tests.helpers.server import KGServer
+from tests.readme.docs import ROOT, UPDATE_COMMAND, UPDATE_ENV, Example, examples, rewrite
+
+pytestmark = [pytest.mark.mount,
+              pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")]
+
+DOC_TIME = "2026-11-21T10:07:21+00:00"  # every time an example shows
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)")
+
+Produce = Callable[[Mount, KGServer], str]
+
+
+def _run(mount: Mount, *names: str) -> Path:
+    """A query directory, created (with its parents) and listed, as a user would."""
+    path = mount.mountpoint
+    for name in names:
+        path = path / name
+        if not path.exists():
+            path.mkdir()
+        os.listdir(path)
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+    os.listdir(path.parent.parent)  # the next ls, which the example's reader would run
+
+
+def _lines(text: str, *keys: str) -> str:
+    """The lines of a ``key: value`` file whose key starts with one of ``keys``."""
+    return "".join(line for line in text.splitlines(keepends=True) if line.startswith(keys))
+
+
+def result_file(mount: Mount, _server: KGServer) -> str:
+    return (_run(mount, "compress data with gzip") / "gzip.compress.concept.md").read_text()
+
+
+def threshold_inherit(mount: Mount, _server: KGServer) -> str:
+    return (_run(mount, "compress data with gzip") / ".meta" / "threshold").read_text()
+
+
+def threshold_preset(mount: Mount, _server: KGServer) -> str:
+    query = _run(mount, "sort a list")
+    _write(query / ".meta" / "threshold", "comprehensive\n")
+    text = (query / ".meta" / "threshold").read_text()
+    _write(query / ".meta" / "threshold", "standard\n")
+    return text
+
+
+def status_below_threshold(mount: Mount, _server: KGServer) -> str:
+    query = _run(mount, "split a path into its parts")
+    _write(query / ".meta" / "threshold", "0.95\n")
+    return (query / ".meta" / "status").read_text()
+
+
+def status_nested(mount: Mount, _server: KGServer) -> str:
+    query = _run(mount, "read data from files", "compressed archives")
+    _write(query.parent / ".meta" / "threshold", "0.99\n")
+    os.listdir(query)
+    return _lines((query / ".meta" / "status").read_text(),
+                  "thresholds:", "level ", "results:", "filtered by:")
+
+
+def query_toml_auto_adjusted(mount: Mount, _server: KGServer) -> str:
+    return (_run(mount, "gzip compression@0.97") / ".meta" / "query.toml").read_text()
+
+
+def words_read_as(mount: Mount, _server: KGServer) -> str:
+    return _lines((_run(mount, "spaghetti") / ".meta" / "status").read_text(),
+                  "words read as:")
+
+
+def status_missing(mount: Mount, _server: KGServer) -> str:
+    transcript = ""
+    for command in (["status", "/missing"], ["unmount", "/missing"]):
+        done = subprocess.run([sys.executable, "-m", "kg_fuse.cli", *command], env=mount.env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, done
+        transcript += f"$ kg-fuse {' '.join(command)}\n{done.stdout}{done.stderr}"
+    return transcript
+
+
+def epoch_response(_mount: Mount, server: KGServer) -> str:
+    with server.client() as http:
+        return json.dumps(http.get("/database/epoch").json()) + "\n"
+
+
+def presets_rule(_mount: Mount, server: KGServer) -> str:
+    with server.client() as http:
+        answer = http.get("/database/epoch").json()
+    with closing(sqlite3.connect(f"file:{server.db_path}?mode=ro", uri=True)) as db:
+        report = json.loads(db.execute("SELECT value FROM settings WHERE key = ?",
+                                       (CALIBRATION_KEY,)).fetchone()[0])
+    median = statistics.median(p[1] for p in report["probes"] if p[1] > 0)
+    default, presets = answer["default_threshold"], answer["threshold_presets"]
+    fixed = {word: round(default + offset, 2) for word, offset in FALLBACK_OFFSETS.items()}
+    return (f"calibrated over {report['concept_count']} concepts: default {default}, median "
+            f"relevant-probe score {median:.3f}, noise median {report['gibberish_median']}\n"
+            f"published: exact {presets['exact']}, standard {presets['standard']}, "
+            f"comprehensive {presets['comprehensive']}\n"
+            f"the fixed offsets would give: exact {fixed['exact']}, "
+            f"comprehensive {fixed['comprehensive']}\n")
+
+
+# name -> producer, over the test corpus (first) or the kitchen handbook
+ON_TEST_CORPUS: dict[str, Produce] = {
+    "result-file": result_file,
+    "threshold-inherit": threshold_inherit,
+    "threshold-preset": threshold_preset,
+    "status-below-threshold": status_below_threshold,
+    "status-nested": status_nested,
+    "query-toml-auto-adjusted": query_toml_auto_adjusted,
+    "status-missing": status_missing,
+    "epoch-response": epoch_response,
+    "presets-rule": presets_rule,
+}
+ON_KITCHEN: dict[str, Produce] = {
+    "words-read-as": words_read_as,
+}
+
+
+# name of a block of commands -> what a reader has done before it (in the mount's root)
+RUNS: dict[str, str] = {
+    "ontologies": "",
+    "links": 'mkdir "read data from files"',
+    "presets": 'mkdir "sort a list"',
+    "exclude-union": 'mkdir "compress data with gzip" && cd "compress data with gzip"',
+    "xattrs": 'mkdir "compress data with gzip" && ls "compress data with gzip" >/dev/null',
+}
+
+
+def canonical(text: str) -> str:
+    return _TIME.sub(DOC_TIME, text)
+
+
+def check(producers: dict[str, Produce], mount: Mount, server: KGServer) -> None:
+    drifted = []
+    for example in examples():
+        produce = producers.get(example.name) if example.kind == "example" else None
+        if produce is None:
+            continue
+        produced = canonical(produce(mount, server))
+        if produced == example.body:
+            continue
+        if os.environ.get(UPDATE_ENV):
+            rewrite(example, produced)
+            continue
+        drifted.append(_drift(example, produced))
+    assert not drifted, "\n".join(drifted) + f"\nregenerate them all with: {UPDATE_COMMAND}"
+
+
+def _drift(example: Example, produced: str) -> str:
+    diff = difflib.unified_diff(example.body.splitlines(), produced.splitlines(),
+                                "documented", "produced", lineterm="")
+    return f"{example.where}: example '{example.name}' drifted:\n" + "\n".join(diff)
+
+
+def test_every_marked_example_has_one_producer_and_every_producer_one_example() -> None:
+    names = [e.name for e in examples() if e.kind == "example"]
+    producers = {**ON_TEST_CORPUS, **ON_KITCHEN}
+    assert sorted(set(names)) == sorted(names), "an example name is used twice"
+    assert sorted(names) == sorted(producers), "markers and producers differ"
+    runs = [e.name for e in examples() if e.kind == "run"]
+    assert sorted(runs) == sorted(RUNS), "run markers and their preludes differ"
+
+
+@pytest.fixture(scope="module")
+def pristine_server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServer]:
+    """The test corpus's store as built, which no other test has changed (its epoch)."""
+    server = kg_server_clone()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def kitchen_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KGServer]:
+    server = KGServer(tmp_path_factory.mktemp("kitchen-server"), corpus="none",
+                      extra_args=["--ingest", str(CORPORA_DIR / "kitchen")])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.timeout(300)
+def test_the_examples_over_the_test_corpus_are_what_the_code_prints(
+        mount_factory: Any, pristine_server: KGServer) -> None:  # noqa: F811
+    mount = mount_factory(server=pristine_server, extra_args=["--poll-interval", "3600"])
+    check(ON_TEST_CORPUS, mount, pristine_server)
+
+
+@pytest.mark.timeout(300)
+def test_the_examples_over_the_kitchen_handbook_are_what_the_code_prints(
+        mount_factory: Any, kitchen_server: KGServer) -> None:  # noqa: F811
+    mount = mount_factory(server=kitchen_server, extra_args=["--poll-interval", "3600"])
+    check(ON_KITCHEN, mount, kitchen_server)
+
+
+@pytest.mark.timeout(300)
+def test_every_marked_block_of_commands_runs_in_a_mount(
+        mount_factory: Any, pristine_server: KGServer) -> None:  # noqa: F811
+    mount = mount_factory(server=pristine_server)
+    env = {**mount.env, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT)}
+    failed = []
+    for block in (e for e in examples() if e.kind == "run"):
+        script = "\n".join(["set -e", "trap 'echo \"FAILED: $BASH_COMMAND\" >&2' ERR",
+                            RUNS[block.name], block.body])
+        done = subprocess.run(["bash", "-c", script], cwd=mount.mountpoint, env=env,
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            failed.append(f"{block.where}: the commands of '{block.name}' failed "
+                          f"(exit {done.returncode}): {done.stderr.strip()[-1500:]}")
+    assert not failed, "\n".join(failed)

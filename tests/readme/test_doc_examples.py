@@ -86,6 +86,11 @@ def status_below_threshold(mount: Mount, _server: KGServer) -> str:
     return (query / ".meta" / "status").read_text()
 
 
+def status_cut(mount: Mount, _server: KGServer) -> str:
+    return _lines((_run(mount, "compress data with gzip") / ".meta" / "status").read_text(),
+                  "results:", "cut:", "more:")
+
+
 def status_nested(mount: Mount, _server: KGServer) -> str:
     query = _run(mount, "read data from files", "compressed archives")
     _write(query.parent / ".meta" / "threshold", "0.99\n")
@@ -142,6 +147,7 @@ ON_TEST_CORPUS: dict[str, Produce] = {
     "threshold-preset": threshold_preset,
     "status-below-threshold": status_below_threshold,
     "status-nested": status_nested,
+    "status-cut": status_cut,
     "query-toml-auto-adjusted": query_toml_auto_adjusted,
     "status-missing": status_missing,
     "epoch-response": epoch_response,

@@ -92,6 +92,7 @@ _STATUS_ERRORS: dict[int, type[errors.KgError]] = {
     404: errors.NotFound,
     409: errors.Conflict,
     422: errors.InvalidRequest,
+    429: errors.TooManyRequests,
 }
 
 

@@ -50,5 +50,10 @@ class InvalidRequest(KgError):
     """The server rejected our request as invalid (400/422)."""
 
 
+class TooManyRequests(ServerFault):
+    """The server asks us to slow down (429); its detail says for how long. Retried
+    wherever a server fault is (an upload from ``ingest/``)."""
+
+
 class MissingCredentials(KgError):
     """No client credentials were found anywhere we look."""

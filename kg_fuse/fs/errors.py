@@ -119,6 +119,7 @@ ERRNOS: dict[type[BaseException], int] = {
     client.NotFound: errno.ENOENT,
     client.Conflict: errno.EEXIST,
     client.InvalidRequest: errno.EINVAL,
+    client.TooManyRequests: errno.EAGAIN,
     client.MissingCredentials: errno.EACCES,
     trio.TooSlowError: errno.ETIMEDOUT,
 }

@@ -46,13 +46,14 @@ class Conflict(KgError):
     """The object already exists (409)."""
 
 
-class TooManyRequests(KgError):
-    """The server has no room for this now (429, e.g. its ingest queue is full): the same
-    request may succeed later."""
-
-
 class InvalidRequest(KgError):
     """The server rejected our request as invalid (400/422)."""
+
+
+class TooManyRequests(ServerFault):
+    """The server has no room for this now (429: its ingest queue is full, or too many
+    failed sign-ins); its detail says which and for how long. The same request may
+    succeed later: retried wherever a server fault is (an upload from ``ingest/``)."""
 
 
 class MissingCredentials(KgError):

@@ -49,10 +49,20 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
     return encoded[:max_bytes].decode("utf-8", errors="ignore")
 
 
+def _without_format_controls(text: str) -> str:
+    """Format characters (Unicode's Cf: bidi overrides such as U+202E, zero-width
+    spaces) replaced by spaces: ``\u202egnp.exe`` would display as ``exe.png``."""
+    if text.isascii():
+        return text
+    return "".join(" " if unicodedata.category(c) == "Cf" else c for c in text)
+
+
 def valid_file_name(stem: str, suffix: str = "") -> str:
-    """``stem + suffix`` made valid: no ``/``, NUL or control characters, no leading
-    dot, at most 255 bytes (the stem is cut on a character boundary)."""
-    cleaned = _UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ", clean_text(stem))
+    """``stem + suffix`` made valid: no ``/``, NUL, control or format characters, no
+    leading dot, at most 255 bytes (the stem is cut on a character boundary)."""
+    cleaned, suffix = (_UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ",
+                                   _without_format_controls(clean_text(part)))
+                       for part in (stem, suffix))  # a document's suffix is its own
     cleaned = unicodedata.normalize("NFC", " ".join(cleaned.split()))
     cleaned = cleaned.lstrip(".") or "unnamed"
     return _truncate_utf8(cleaned, NAME_MAX - len(suffix.encode("utf-8"))).rstrip() + suffix

@@ -99,12 +99,18 @@ def replace_clients(store: Store) -> dict[str, dict[str, str]]:
             for role, (cid, secret) in made.items()}
 
 
+#: Hashed for a client id that does not exist, so that answers as slowly as a wrong
+#: secret does: the time taken never tells which client ids exist.
+_NO_CLIENT_SALT = secrets.token_hex(16)
+_NO_CLIENT_HASH = "0" * 64
+
+
 def verify_client(store: Store, client_id: str, secret: str) -> Principal | None:
     row = store.query_one("SELECT secret_hash, salt, is_admin FROM clients WHERE client_id = ?",
                           (client_id,))
-    if row is None:
-        return None
-    if not hmac.compare_digest(_hash_secret(secret, row["salt"]), row["secret_hash"]):
+    salt, expected = (_NO_CLIENT_SALT, _NO_CLIENT_HASH) if row is None else (
+        row["salt"], row["secret_hash"])
+    if not hmac.compare_digest(_hash_secret(secret, salt), expected) or row is None:
         return None
     return Principal(client_id=client_id, is_admin=bool(row["is_admin"]))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request, Response
@@ -25,6 +25,7 @@ from kg_fuse.server import auth
 from kg_fuse.server.auth import Principal
 from kg_fuse.server.jobs import JobRunner
 from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.throttle import SignInLimit
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class AppContext:
     graph: KnowledgeGraph
     token_ttl: int
     jobs: JobRunner
+    sign_ins: SignInLimit = field(default_factory=SignInLimit)
 
 
 def get_ctx(request: Request) -> AppContext:

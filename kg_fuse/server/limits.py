@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -87,8 +88,12 @@ class BodySizeLimit:
 
 
 def _short_input(value: Any) -> Any:
+    """The input echoed in a 422: a prefix of a long one, a number JSON cannot carry
+    (1e309 reads as infinity; NaN) as its text."""
     if isinstance(value, str | bytes) and len(value) > LOG_PREFIX_CHARS:
         return value[:LOG_PREFIX_CHARS]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if isinstance(value, dict):
         return {k: _short_input(v) for k, v in list(value.items())[:20]}
     if isinstance(value, list):
@@ -104,7 +109,8 @@ async def validation_error(_request: Request, exc: RequestValidationError) -> JS
         if "input" in error:
             error["input"] = _short_input(error["input"])
         if "ctx" in error:
-            error["ctx"] = json.loads(json.dumps(error["ctx"], default=str))
+            error["ctx"] = {k: _short_input(v) for k, v in json.loads(
+                json.dumps(error["ctx"], default=str)).items()}
         errors.append(error)
     return JSONResponse({"detail": errors}, status_code=422)
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from kg_fuse.server.corpus import one_line
+
 VIEWS: tuple[str, ...] = ("name", "description", "examples")
 #: Chosen with ``kg-fuse eval`` (see docs/server.md, "Fused views").
 WEIGHTS: dict[str, float] = {"name": 0.0, "description": 1.0, "examples": 0.0}
@@ -44,7 +46,6 @@ def embedded_views(weights: Mapping[str, float] = WEIGHTS) -> tuple[str, ...]:
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[._\s]+")
-_WHITESPACE = re.compile(r"\s+")
 
 
 def split_name(label: str) -> str:
@@ -57,7 +58,7 @@ def split_name(label: str) -> str:
 
 
 def _squash(text: str) -> str:
-    return _WHITESPACE.sub(" ", text).strip()
+    return one_line(text)
 
 
 def view_texts(label: str, description: str, signature: str = "", examples: str = "",
@@ -73,7 +74,7 @@ def view_texts(label: str, description: str, signature: str = "", examples: str 
         extra = " ".join(p for p in (_squash(e) for e in evidence) if p and p != desc)
     if extra:
         texts["examples"] = _squash(extra)[:EXAMPLES_CHARS]
-        if len(desc.split()) <= SHORT_SUMMARY_WORDS:
+        if (desc.count(" ") + 1 if desc else 0) <= SHORT_SUMMARY_WORDS:  # its words
             texts["description"] += " " + texts["examples"][:ELABORATION_CHARS]
     return texts
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,31 @@ def test_an_ontology_named_with_a_slash_keeps_every_ontology_listed(farm) -> Non
     scoped = mount.path("ontology", "a∕b", "zebra feeding")
     scoped.mkdir()
     assert any(n.endswith(".concept.md") for n in os.listdir(scoped))
+
+
+def test_names_show_no_bidi_controls(farm) -> None:
+    """An ontology named ``\u202egnp.exe`` was listed with U+202E intact, so it displayed
+    reversed (``exe.png``); a document's name and a concept's label could do the same."""
+    start, admin, _ = farm
+    name = "\u202egnp.exe"
+    assert admin.http.post("/ontology/", json={"name": name}).status_code in (201, 409)
+    text = ZEBRA.replace("# Zebra husbandry", "# Zebra \u202eyrdnabsuh")
+    queued = admin.http.post("/ingest", data={"ontology": name}, files={
+        "file": ("\u202edm.sejat\u200b.md", text.encode(), "text/markdown")}).json()
+    wait_for(lambda: admin.http.get(f"/jobs/{queued['job_id']}").json()["status"]
+             == "completed", what="the ingest job done")
+    mount = start()
+    scoped = mount.path("ontology", "gnp.exe", "zebra hoof trimming")
+    scoped.mkdir()
+    shown = {
+        "ontologies": os.listdir(mount.path("ontology")),
+        "documents": os.listdir(mount.path("ontology", "gnp.exe", "documents")),
+        "results": [n for n in os.listdir(scoped) if n.endswith(".concept.md")],
+    }
+    assert all(shown.values()), shown
+    for names in shown.values():
+        assert not any(unicodedata.category(c) == "Cf" for n in names for c in n), names
+    assert "Zebra yrdnabsuh.concept.md" in shown["results"]
 
 
 @pytest.mark.parametrize("where", ["", "ontology", "query", "ingest", ".meta"])

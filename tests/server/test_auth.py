@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import stat
+import statistics
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import trio
 
+from kg_fuse.client import errors
+from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.credentials import Credentials
+from kg_fuse.fs.errors import errno_of
 from kg_fuse.server.auth import create_client
 from kg_fuse.server.store import Store
 from tests.helpers.server import KGServer
@@ -106,6 +116,17 @@ def test_check_order_is_401_then_403_then_422(kg_server: KGServer) -> None:
     assert response.json()["detail"][0]["loc"] == ["body", "threshold"]
 
 
+@pytest.mark.parametrize("number", ["1e309", "NaN", "-1e309"])
+def test_a_threshold_json_cannot_carry_is_422(kg_server: KGServer, number: str) -> None:
+    with kg_server.client("admin") as admin:
+        before = admin.get(THRESHOLD).json()["threshold"]
+        response = admin.put(THRESHOLD, content=f'{{"threshold": {number}}}'.encode(),
+                             headers={"content-type": "application/json"})
+        assert response.status_code == 422, response.text  # 500 before
+        assert response.json()["detail"][0]["loc"] == ["body", "threshold"]
+        assert admin.get(THRESHOLD).json()["threshold"] == before
+
+
 def test_admin_reads_the_threshold_setting(kg_server: KGServer) -> None:
     with kg_server.client("admin") as http:
         body = http.get(THRESHOLD).json()
@@ -138,3 +159,88 @@ def test_secrets_pass_as_command_line_arguments(tmp_path: Path) -> None:
         store.close()
     assert all(secret.isalnum() and len(secret) >= 43 for secret in made), made
     assert len(set(made)) == len(made)
+
+
+# -- sign-ins: what the token endpoint gives away, and how fast it may be asked -----------
+
+TOKEN = "/auth/oauth/token"
+
+
+@pytest.fixture(scope="module")
+def sign_in_server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServer]:
+    server = kg_server_clone()  # its own: these tests use up sign-in attempts
+    yield server
+    server.stop()
+
+
+@contextlib.contextmanager
+def from_address(server: KGServer, address: str) -> Iterator[httpx.Client]:
+    """A client whose connections come from another loopback address (127.0.0.0/8):
+    each test has an address of its own to use up."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(base_url=server.api_url, transport=transport, timeout=30) as http:
+        yield http
+
+
+def sign_in(http: httpx.Client, client_id: str, client_secret: str) -> httpx.Response:
+    return http.post(TOKEN, data={"grant_type": "client_credentials",
+                                  "client_id": client_id, "client_secret": client_secret})
+
+
+def test_unknown_client_ids_answer_as_slowly_as_wrong_secrets(
+        sign_in_server: KGServer) -> None:
+    """An unknown id answered in 2 ms and a wrong secret in 22-38 ms: which ids exist
+    showed in the timing."""
+    def took(client_id: str) -> float:
+        started = time.perf_counter()
+        assert sign_in(http, client_id, "wrong").status_code == 401
+        return time.perf_counter() - started
+
+    with from_address(sign_in_server, "127.0.0.6") as http:
+        known = [took(sign_in_server.admin["client_id"]) for _ in range(5)]
+        unknown = [took(f"kgfuse-admin-{n:012x}") for n in range(5)]
+    ratio = statistics.median(unknown) / statistics.median(known)
+    assert ratio > 0.3, (known, unknown)
+
+
+def test_failed_sign_ins_are_throttled_per_client_id_and_address(
+        sign_in_server: KGServer) -> None:
+    user, admin = sign_in_server.user, sign_in_server.admin
+    with from_address(sign_in_server, "127.0.0.3") as http:
+        for _ in range(10):
+            assert sign_in(http, user["client_id"], "wrong").status_code == 401
+        refused = sign_in(http, user["client_id"], "wrong")
+        assert refused.status_code == 429
+        assert refused.json()["detail"].startswith("Too many failed sign-ins")
+        assert int(refused.headers["retry-after"]) >= 1
+        # the id is throttled from anywhere, even with its secret; other ids are not
+        assert sign_in(http, **user).status_code == 429
+        with from_address(sign_in_server, "127.0.0.4") as elsewhere:
+            assert sign_in(elsewhere, **user).status_code == 429
+        assert sign_in(http, **admin).status_code == 200
+        # an address guessing ids: throttled after 30 failures, for every id
+        for n in range(20):
+            assert sign_in(http, f"kgfuse-user-{n:012x}", "wrong").status_code == 401
+        assert sign_in(http, "kgfuse-user-000000000099", "wrong").status_code == 429
+        assert sign_in(http, **admin).status_code == 429
+    with from_address(sign_in_server, "127.0.0.4") as elsewhere:
+        assert sign_in(elsewhere, **admin).status_code == 200
+
+    async def throttled_client_search() -> None:
+        api = KgApiClient(sign_in_server.api_url, Credentials(
+            user["client_id"], user["client_secret"], "tests"))
+        try:
+            await api.epoch()
+        finally:
+            await api.aclose()
+
+    with pytest.raises(errors.TooManyRequests, match="Too many failed sign-ins") as raised:
+        trio.run(throttled_client_search)
+    assert errno_of(raised.value) == errno.EAGAIN and raised.value.status == 429
+
+
+def test_a_client_that_knows_its_secret_is_never_throttled(sign_in_server: KGServer
+                                                           ) -> None:
+    with from_address(sign_in_server, "127.0.0.5") as http:
+        for _ in range(40):  # more than an address may fail
+            assert sign_in(http, **sign_in_server.admin).status_code == 200

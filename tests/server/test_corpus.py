@@ -7,7 +7,9 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -205,3 +207,62 @@ def test_a_store_of_an_older_corpus_gains_the_compiled_half(kg_server: KGServer,
         assert "upgrading the stdlib corpus from version 1" in clone.log_text()
     finally:
         clone.stop()
+
+
+# -- text no upload can make slow --------------------------------------------------------
+
+HEALTH_WITHIN = 1.0  # seconds, during any ingest
+#: Lines that made the heading and running-head patterns take quadratic time, holding
+#: the GIL: a 30 KB upload left /health unanswered for seconds.
+SLOW_LINES = {
+    "a heading of spaces": "# Spaces" + " " * 30_000 + "end",
+    "a running head of spaces": "TAR(1)" + " " * 30_000 + "x",
+}
+
+
+def _slowest_health_while(server: KGServer, job_done: Callable[[], bool]) -> float:
+    """The longest /health answer, polled from another thread until ``job_done``."""
+    slowest = [0.0]
+    stop = threading.Event()
+
+    def poll() -> None:
+        with httpx.Client(base_url=server.api_url, timeout=60) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                assert client.get("/health").status_code == 200
+                slowest[0] = max(slowest[0], time.monotonic() - started)
+                time.sleep(0.02)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not job_done():
+            assert time.monotonic() < deadline, "the ingest job did not finish"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        poller.join()
+    return slowest[0]
+
+
+@pytest.mark.parametrize("name", list(SLOW_LINES))
+def test_health_answers_while_a_long_line_is_ingested(kg_scratch_server: KGServer,
+                                                       name: str) -> None:
+    document = f"{SLOW_LINES[name]}\n\nOne paragraph about long lines of {name}.\n"
+    ontology = f"long lines {len(name)}"
+    with kg_scratch_server.client("user") as http:
+        queued = http.post("/ingest", data={"ontology": ontology},
+                           files={"file": ("spaces.md", document.encode(), "text/markdown")})
+        assert queued.status_code == 200, queued.text
+        job_id = queued.json()["job_id"]
+
+        def job_done() -> bool:
+            return http.get(f"/jobs/{job_id}").json()["status"] in ("completed", "failed")
+
+        try:
+            slowest = _slowest_health_while(kg_scratch_server, job_done)
+            assert http.get(f"/jobs/{job_id}").json()["status"] == "completed"
+        finally:
+            http.delete(f"/ontology/{ontology}")
+    assert slowest < HEALTH_WITHIN, slowest

@@ -107,6 +107,21 @@ def test_invalid_requests_are_422(http: httpx.Client, fields: dict) -> None:
     assert isinstance(detail, list) and {"type", "loc", "msg", "input"} <= set(detail[0])
 
 
+@pytest.mark.parametrize("field,number", [
+    ("min_similarity", "1e309"), ("min_similarity", "NaN"), ("min_similarity", "-Infinity"),
+    ("limit", "1e309"), ("offset", "NaN"),
+])
+def test_numbers_json_cannot_carry_are_422(http: httpx.Client, field: str,
+                                           number: str) -> None:
+    """1e309 reads as infinity: the refusal echoes it as text (500 before)."""
+    body = f'{{"query": "gzip", "{field}": {number}}}'.encode()
+    response = http.post("/query/search", content=body,
+                         headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    error = response.json()["detail"][0]
+    assert error["loc"] == ["body", field] and isinstance(error["input"], str)
+
+
 def test_offset_pages_through_the_same_ranking(http: httpx.Client) -> None:
     full = search(http, RELEVANT, min_similarity=0.2, limit=20)["results"]
     page2 = search(http, RELEVANT, min_similarity=0.2, limit=5, offset=5)

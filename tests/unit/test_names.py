@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kg_fuse.fs.catalog import document_file_name, ontology_file_name
 from kg_fuse.fs.names import (
     NAME_MAX,
     RESULT_SUFFIX,
@@ -38,7 +39,7 @@ disambiguators = st.one_of(st.just(""), st.text("0123456789abcdef", min_size=1, 
 def assert_valid_result_name(name: str) -> None:
     assert "/" not in name
     assert "\0" not in name
-    assert not any(unicodedata.category(ch) == "Cc" for ch in name), repr(name)
+    assert not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in name), repr(name)
     assert "\u2028" not in name and "\u2029" not in name
     assert not name.startswith(".")
     assert len(name.encode("utf-8")) <= NAME_MAX
@@ -89,6 +90,21 @@ def test_long_label_is_cut_on_a_character_boundary():
 
 def test_result_file_name_drops_c1_control_characters():
     assert_valid_result_name(result_file_name("evil\x9b31mname"))
+
+
+BIDI_LABELS = ["\u202egnp.exe", "zero\u200bwidth", "\u2066isolated\u2069", "\ufeffbom",
+               "soft\u00adhyphen", "\u061carabic mark", "tag\U000e0041s"]
+
+
+@pytest.mark.parametrize("label", BIDI_LABELS)
+def test_names_show_no_bidi_or_other_format_controls(label):
+    """A label or name holding U+202E displayed reversed (``\u202egnp.exe`` as
+    ``exe.png``); every name the mount shows has format characters replaced."""
+    assert_valid_result_name(result_file_name(label))
+    for name in (ontology_file_name(label), document_file_name(f"{label}.t\u202ext"),
+                 document_file_name(label, "abc123")):
+        assert not any(unicodedata.category(ch) == "Cf" for ch in name), repr(name)
+    assert ontology_file_name("\u202egnp.exe") == "gnp.exe"
 
 
 def test_result_file_name_survives_a_lone_surrogate_label():

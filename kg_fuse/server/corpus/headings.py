@@ -16,11 +16,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+# Every pattern here runs in time linear in its line: no two quantifiers may take the same
+# characters (``(.+?)[ \t#]*$`` and ``.+\s{2,}`` retried each other on a run of spaces:
+# quadratic, and a regex holds the GIL, so one long line froze the server for seconds).
+_ATX = re.compile(r"^(#{1,6})[ \t]+(.*[^ \t#]|.)[ \t#]*$")
 _SETEXT = re.compile(r"^(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CAPITALS = re.compile(r"^[A-Z][A-Z0-9 ,.&/()'+-]{1,58}[A-Z0-9)]$")
-_RUNNING_HEAD = re.compile(r"^\S+\(\w+\)\s.*\s\S+\(\w+\)\s*$|^.+\s{2,}\S+\(\w+\)\s*$")
+_RUNNING_HEAD = re.compile(r"^\S+\(\w+\)\s.*\s\S+\(\w+\)\s*$|^.+\s\s\S+\(\w+\)\s*$")
+#: A longer line is no heading nor running head (it is not looked at: linear is not
+#: enough when one call on a line of megabytes holds the GIL for seconds).
+MAX_HEADING_LINE_CHARS = 1_000
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 NAME_HEADING = "NAME"
 
@@ -66,7 +72,7 @@ def find_headings(text: str, suffix: str) -> list[Heading]:
         stripped = line.rstrip("\r\n").removeprefix("\ufeff" if i == 0 else "")
         if _FENCE.match(stripped):
             in_fence = not in_fence
-        elif in_fence:
+        elif in_fence or len(stripped) > MAX_HEADING_LINE_CHARS:
             continue
         elif match := _ATX.match(stripped):
             found.append(Heading(len(match.group(1)), match.group(2).strip(), offsets[i],
@@ -85,7 +91,9 @@ def find_headings(text: str, suffix: str) -> list[Heading]:
 
 def is_running_head(paragraph: str) -> bool:
     """A manual page's header or footer line, such as ``DF(1)  User Commands  DF(1)``."""
-    return "\n" not in paragraph.strip() and bool(_RUNNING_HEAD.match(paragraph.strip()))
+    line = paragraph.strip()
+    return (len(line) <= MAX_HEADING_LINE_CHARS and "\n" not in line
+            and bool(_RUNNING_HEAD.match(line)))
 
 
 def generic_label(document_title: str, heading: str) -> str:

@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from kg_fuse.server.corpus import ChunkSpec, ConceptSpec, DocumentSpec, content_hash
+from kg_fuse.server.corpus import (
+    ChunkSpec,
+    ConceptSpec,
+    DocumentSpec,
+    content_hash,
+    one_line,
+)
 from kg_fuse.server.corpus.headings import (
     NAME_HEADING,
     find_headings,
@@ -31,9 +38,13 @@ log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".text"})
 
-_PARAGRAPH_SPLIT = re.compile(r"\n[ \t\r]*\n")
-_WHITESPACE = re.compile(r"\s+")
-_SOFT_HYPHEN_BREAK = re.compile(r"(\w)[\u2010\u00ad]\s+(\w)")  # a manual page's "cur‐ rent"
+# A pattern's ``sub`` or ``split`` over a whole document is one call that holds the GIL
+# (seconds for a 32 MiB upload, while searches and /health wait): these are applied a
+# match at a time, in Python, so other threads run in between.
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t\r]*\n")
+_SOFT_HYPHENS = ("\u2010", "\u00ad")
+#: a manual page's "cur‐ rent": the hyphen first, so a search skips to it quickly
+_SOFT_HYPHEN_BREAK = re.compile(r"[\u2010\u00ad](?<=\w[\u2010\u00ad])\s+(?=\w)")
 
 
 @dataclass
@@ -60,8 +71,23 @@ def _sections(text: str, title: str, suffix: str) -> list[_Section]:
     return sections
 
 
+def _split_paragraphs(text: str) -> Iterator[str]:
+    start = 0
+    for match in _PARAGRAPH_BREAK.finditer(text):
+        yield text[start:match.start()]
+        start = match.end()
+    yield text[start:]
+
+
+def _unbroken(paragraph: str) -> str:
+    """Words a manual page broke at a hyphen joined again ("cur‐ rent": "current")."""
+    if not any(hyphen in paragraph for hyphen in _SOFT_HYPHENS):
+        return paragraph
+    return _SOFT_HYPHEN_BREAK.sub(lambda _: "", paragraph)
+
+
 def _paragraphs(text: str) -> list[str]:
-    return [_SOFT_HYPHEN_BREAK.sub(r"\1\2", p.strip()) for p in _PARAGRAPH_SPLIT.split(text)
+    return [_unbroken(p.strip()) for p in _split_paragraphs(text)
             if p.strip() and not is_running_head(p)]
 
 
@@ -85,7 +111,7 @@ def parse_text_document(text: str, filename: str, ontology: str,
         chunk = ChunkSpec(paragraph=len(doc.chunks), text=text[section.start:section.end],
                           start=section.start, end=section.end)
         doc.chunks.append(chunk)
-        description = _WHITESPACE.sub(" ", paras[0]) if paras else ""
+        description = one_line(paras[0]) if paras else ""
         evidence = [(chunk.paragraph, p) for p in paras] or [(chunk.paragraph, section.title)]
         relations = [("PART_OF", stack[-1][1])] if stack else []
         examples = "\n\n".join(paras[1:])

@@ -9,8 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
-from kg_fuse.server import auth, presets
-from kg_fuse.server.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
+from kg_fuse.server import auth
 from kg_fuse.server.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx
 from kg_fuse.server.embedder import MODEL_NAME
 from kg_fuse.server.schemas import (
@@ -20,6 +19,8 @@ from kg_fuse.server.schemas import (
     ThresholdUpdateResponse,
     TokenResponse,
 )
+from kg_fuse.server.search import presets
+from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 
 log = logging.getLogger(__name__)
 

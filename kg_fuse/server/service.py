@@ -2,7 +2,7 @@
 
 Methods here are blocking; routes call them through worker threads. The index is
 swapped in as one reference after content changes: built from the old one with rows
-added or removed, never reloaded from SQLite (see :mod:`kg_fuse.server.index`).
+added or removed, never reloaded from SQLite (see :mod:`kg_fuse.server.search.index`).
 """
 
 from __future__ import annotations
@@ -18,17 +18,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server import calibrate, content, duplicates, keywords, repository
+from kg_fuse.server import content, duplicates, repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.generations import GenerationCache
-from kg_fuse.server.index import ConceptIndex, KeywordRows, load_fused, memberships
-from kg_fuse.server.lexicon import wordnet
-from kg_fuse.server.presets import derive as derive_presets
+from kg_fuse.server.search import calibrate, keywords
+from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
+from kg_fuse.server.search.lexicon import wordnet
+from kg_fuse.server.search.presets import derive as derive_presets
+from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
 from kg_fuse.server.store import Store
-from kg_fuse.server.understand import QueryReading, Vocabulary, read_query, text_words
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ class KnowledgeGraph:
     # -- search ------------------------------------------------------------------------
 
     def read(self, query: str) -> QueryReading:
-        """The query's words read against this corpus (:mod:`kg_fuse.server.understand`)."""
+        """The query's words read against this corpus (:mod:`kg_fuse.server.search.understand`)."""
         return read_query(query, self.vocabulary, self.lexicon)
 
     def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex

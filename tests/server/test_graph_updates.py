@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse.server import calibrate
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.jobs import JobRunner
+from kg_fuse.server.search import calibrate
+from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.service import KnowledgeGraph
 from kg_fuse.server.store import Store
 

@@ -37,7 +37,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from kg_fuse.server.understand import short_token, tokens
+from kg_fuse.server.search.understand import short_token, tokens
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def not_naming(noise: list[tuple[str, str]], labels: Iterable[str]
     """The noise queries left when those naming a concept are dropped: a random short
     token that is a word of a concept's name (``-re``, ``-uu``, ``grp_nek_cy`` over the
     standard library) is a query for it, not noise (short tokens count only in names:
-    :mod:`kg_fuse.server.understand`)."""
+    :mod:`kg_fuse.server.search.understand`)."""
     names = {t for label in labels for t in tokens(label) if short_token(t)}
     return [(shape, q) for shape, q in noise
             if not any(short_token(t) and t in names for t in tokens(q))]

@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kg_fuse.server.lexicon import POS_FILES, WordNet, stem, wordnet
+from kg_fuse.server.search.lexicon import POS_FILES, WordNet, stem, wordnet
 
 MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
 #: A query word is cut to this many characters after folding (folding makes text longer:

@@ -26,7 +26,7 @@ of both sums. ``kw`` is in [0, 1] and reaches 1 only when one concept is the bes
 of every informative word of the query.
 
 **Words in the user's words.** The query is read first
-(:mod:`kg_fuse.server.understand`): each word looks up the corpus words it stands for
+(:mod:`kg_fuse.server.search.understand`): each word looks up the corpus words it stands for
 (itself, its other forms, a typo's correction, or WordNet's bridges), and counts for a
 concept by the best of them, weighted by what each carries of the word. A word the
 corpus does not use keeps the highest IDF in the denominator, so a bridge or a
@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from cachetools import LRUCache
 
-from kg_fuse.server.understand import QueryReading, Vocabulary
+from kg_fuse.server.search.understand import QueryReading, Vocabulary
 
 PER_TERM = 200          # keyword candidates fetched per query term
 COMMON_FRACTION = 0.1

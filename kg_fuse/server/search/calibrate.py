@@ -37,6 +37,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from kg_fuse.server.search import tuning
 from kg_fuse.server.search.understand import short_token, tokens
 
 log = logging.getLogger(__name__)
@@ -44,17 +45,29 @@ log = logging.getLogger(__name__)
 THRESHOLD_KEY = "search_default_similarity_threshold"
 CALIBRATION_KEY = "search_calibration_report"
 PROVENANCE_KEY = "search_threshold_provenance"
-FALLBACK_THRESHOLD = 0.6
-MARGIN = 0.03
-OUTLIERS = 2         # concepts with the highest noise scores left out of the floor ...
-OUTLIER_CORPUS = 1000  # ... in a corpus of this many concepts or more; one below
-PER_SHAPE = 30
-GIBBERISH_SEED = 508
-PROBE_COUNT = 40
+FALLBACK_THRESHOLD = tuning.FALLBACK_THRESHOLD.value
+MARGIN = tuning.NOISE_MARGIN.value
+OUTLIERS = tuning.NOISE_OUTLIERS.value  # left out of the floor ...
+OUTLIER_CORPUS = tuning.OUTLIER_CORPUS.value  # ... in a corpus of this many concepts or more
+SMALL_CORPUS_OUTLIERS = tuning.SMALL_CORPUS_OUTLIERS.value  # ... and below
+PER_SHAPE = tuning.NOISE_PER_SHAPE.value
+GIBBERISH_SEED = tuning.GIBBERISH_SEED.value
+PROBE_COUNT = tuning.PROBE_COUNT.value
+PROBE_MIN_WORDS, PROBE_MAX_WORDS = tuning.PROBE_WORDS.value
+PROBE_DEPTH = tuning.PROBE_DEPTH.value
 #: Recalibrate a calibrated default when the corpus grew or shrank by more than this.
-RECALIBRATE_FRACTION = 0.2
-RULE = ("default = ceil((3rd-highest per-concept noise score, 2nd below 1,000 concepts, "
-        "+ 0.03) * 100) / 100")
+RECALIBRATE_FRACTION = tuning.RECALIBRATE_FRACTION.value
+
+
+def _ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th ... 11th, 12th, 13th ... 21st."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+RULE = (f"default = ceil(({_ordinal(OUTLIERS + 1)}-highest per-concept noise score, "
+        f"{_ordinal(SMALL_CORPUS_OUTLIERS + 1)} below {OUTLIER_CORPUS:,} concepts, "
+        f"+ {MARGIN}) * 100) / 100")
 
 KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "1234567890")
 KEYBOARD_MASHES: tuple[str, ...] = (
@@ -172,7 +185,7 @@ NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
 
 #: Shapes sampled more than PER_SHAPE times: real words that mean nothing together vary
 #: more in score than random letters do (some words happen to be near a concept).
-SAMPLES = {"everyday nonsense": 2}
+SAMPLES = tuning.NOISE_SAMPLES.value
 
 
 def gibberish_queries(per_shape: int = PER_SHAPE, seed: int = GIBBERISH_SEED
@@ -197,8 +210,8 @@ def probe_queries(concepts: Sequence[tuple[str, str, str]], count: int = PROBE_C
     for cid, label, description in concepts:
         name_words = {w.lower() for w in re.split(r"[\W_]+", label) if w}
         words = [w for w in _WORD.findall(description) if w.lower() not in name_words]
-        if len(words) >= 4:
-            usable.append((cid, " ".join(words[:8]).lower()))
+        if len(words) >= PROBE_MIN_WORDS:
+            usable.append((cid, " ".join(words[:PROBE_MAX_WORDS]).lower()))
     rng.shuffle(usable)
     return usable[:count]
 
@@ -224,7 +237,7 @@ def outliers_for(concept_count: int) -> int:
     corpus against its junk concepts; in a small one few noise queries reach any concept
     at all (the reading of the query keeps most at 0), and leaving out two of a handful
     would drop the floor below nonsense it measured."""
-    return OUTLIERS if concept_count >= OUTLIER_CORPUS else 1
+    return OUTLIERS if concept_count >= OUTLIER_CORPUS else SMALL_CORPUS_OUTLIERS
 
 
 def noise_floor(best: Sequence[Sequence[tuple[str, float]]], skip: int = OUTLIERS
@@ -291,7 +304,7 @@ def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
     probes = probe_queries(concepts)
     found = 0
     probe_rows = []
-    for (cid, query), hits in zip(probes, search([q for _, q in probes], 50), strict=True):
+    for (cid, query), hits in zip(probes, search([q for _, q in probes], PROBE_DEPTH), strict=True):
         score = next((s for c, s in hits if c == cid), 0.0)
         found += score >= default
         probe_rows.append((query, round(score, 4), labels.get(cid, cid)))

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kg_fuse.server.embedder import DIMENSIONS
+from kg_fuse.server.search import tuning
 from kg_fuse.server.search.scan import QuantisedScan, exact_scores
 from kg_fuse.server.search.views import fuse
 from kg_fuse.server.store import Store
@@ -32,7 +33,7 @@ from kg_fuse.server.store import Store
 log = logging.getLogger(__name__)
 
 #: How much a full keyword match can add: merged = v + KEYWORD_WEIGHT * kw * (1 - v).
-KEYWORD_WEIGHT = 0.3
+KEYWORD_WEIGHT = tuning.KEYWORD_WEIGHT.value
 
 
 def merge(vector_score: np.ndarray | float, keyword_score: np.ndarray | float,

@@ -42,13 +42,14 @@ from typing import NamedTuple
 
 from cachetools import LRUCache
 
+from kg_fuse.server.search import tuning
 from kg_fuse.server.search.understand import QueryReading, Vocabulary
 
-PER_TERM = 200          # keyword candidates fetched per query term
-COMMON_FRACTION = 0.1
+PER_TERM = tuning.KEYWORD_PER_TERM.value  # keyword candidates fetched per query term
+COMMON_FRACTION = tuning.COMMON_FRACTION.value
 #: Column weights for bm25(): concept_id (unindexed), name, signature, description,
 #: examples. A word in the name says more than the same word deep in the examples.
-BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0, 1.0)
+BM25_WEIGHTS = tuning.BM25_WEIGHTS.value
 CACHED_TERMS = 2048     # terms whose top rows are kept (about 200 rows each)
 
 _BM25_ARGS = ", ".join(str(w) for w in BM25_WEIGHTS)

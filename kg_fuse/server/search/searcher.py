@@ -18,7 +18,7 @@ import numpy as np
 
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.generations import GenerationCache
-from kg_fuse.server.search import keywords
+from kg_fuse.server.search import keywords, tuning
 from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
@@ -26,9 +26,13 @@ from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
 
-NEAR_MISS_FLOOR = 0.3
-#: Closest concepts below the threshold named when a search lists fewer than 3.
-CLOSEST = 5
+NEAR_MISS_FLOOR = tuning.NEAR_MISS_FLOOR.value
+#: A page shorter than this gets the near-miss hint and the closest concepts.
+NEAR_MISS_SHORT = tuning.NEAR_MISS_SHORT.value
+NEAR_MISS_DEPTH = tuning.NEAR_MISS_DEPTH.value
+NEAR_MISS_STEP = tuning.NEAR_MISS_STEP.value
+#: Closest concepts below the threshold named when a page comes back short.
+CLOSEST = tuning.CLOSEST.value
 #: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
 PREPARED_QUERIES = 1024
 
@@ -134,21 +138,17 @@ class Searcher:
         vector, keyword = self.prepared(query)
         page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
                             keyword=keyword)[offset:]
-        near_miss = None
+        short = len(page) < NEAR_MISS_SHORT
         closest: list[tuple[str, float]] = []
-        if len(page) < 3 and offset == 0 and threshold > 0:
+        if short and offset == 0 and threshold > 0:
             closest = [(cid, s) for cid, s in index.search(
                 vector, 1e-6, ontology=ontology, top_k=len(page) + CLOSEST,
                 keyword=keyword) if s < threshold][:CLOSEST]
-        if len(page) < 3 and threshold > NEAR_MISS_FLOOR:
-            below = [(cid, s) for cid, s in index.search(vector, NEAR_MISS_FLOOR,
-                                                          ontology=ontology, top_k=2 * limit,
-                                                          keyword=keyword)
-                     if s < threshold]
-            if below:
-                near_miss = NearMiss(count=len(below),
-                                     suggested=round(min(s for _, s in below) - 0.02, 2),
-                                     top_id=below[0][0], top_score=below[0][1])
+        near_miss = None
+        if short and threshold > NEAR_MISS_FLOOR:
+            near_miss = _near_miss(index.search(
+                vector, NEAR_MISS_FLOOR, ontology=ontology, top_k=NEAR_MISS_DEPTH * limit,
+                keyword=keyword), threshold)
         return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
                              closest=closest)
 
@@ -198,3 +198,14 @@ class Searcher:
             members = memberships(self.store, regrouped)
         self.index = self.index.changed(removed=gone, members=members,
                                         dropped_ontology=dropped_ontology)
+
+
+def _near_miss(hits: list[tuple[str, float]], threshold: float) -> NearMiss | None:
+    """The contract's hint from the hits down to NEAR_MISS_FLOOR: how many fell below
+    the threshold, a threshold that lists them all, and the best of them."""
+    below = [(cid, s) for cid, s in hits if s < threshold]
+    if not below:
+        return None
+    return NearMiss(count=len(below), suggested=round(min(s for _, s in below)
+                                                      - NEAR_MISS_STEP, 2),
+                    top_id=below[0][0], top_score=below[0][1])

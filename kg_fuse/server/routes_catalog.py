@@ -81,7 +81,9 @@ def catalog_children(
 
 
 @router.get("/ontology/{name:path}", response_model=OntologyInfoResponse)
-def ontology_info(name: str, store: Storage, _user: User) -> OntologyInfoResponse:
+def ontology_info(name: str, ctx: Ctx, _user: User) -> OntologyInfoResponse:
+    """(``routes_ingest`` calls it too, with its own ``Ctx``, to answer a create.)"""
+    store = ctx.store
     row = repository.ontology(store, name)
     node = OntologyNode(ontology_id=row["id"], name=row["name"],
                         description=row["description"],

@@ -19,8 +19,8 @@ from pathlib import Path
 from kg_fuse.server import content
 from kg_fuse.server.corpus import embedding_text
 from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.search.views import VIEWS, embedded_views
 from kg_fuse.server.store import Store
-from kg_fuse.server.views import VIEWS, embedded_views
 
 
 def cpu() -> float:

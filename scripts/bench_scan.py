@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kg_fuse.server.scan import QuantisedScan, exact_scores  # noqa: E402
+from kg_fuse.server.search.scan import QuantisedScan, exact_scores  # noqa: E402
 
 DIMS = 384
 MEAN_NORM = 0.43

@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 from kg_fuse.eval import sets
-from kg_fuse.server import keywords
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.search import keywords
+from kg_fuse.server.search.understand import QueryReading
 from kg_fuse.server.service import KnowledgeGraph
 from kg_fuse.server.store import Store
-from kg_fuse.server.understand import QueryReading
 
 
 class Forgetful(dict):
@@ -57,7 +57,8 @@ def main() -> int:
         qset = sets.load(name)
         queries += [q.text for q in qset.relevant] + qset.gibberish
     queries = list(dict.fromkeys(queries))
-    hybrid_keywords, hybrid_read = graph.keyword_scores, graph.read
+    searcher = graph.searcher
+    hybrid_keywords, hybrid_read = searcher.keyword_scores, searcher.read
 
     def uncached(reading: QueryReading, index: object) -> keywords.KeywordMatch:
         cache = keywords.TermCache()
@@ -82,9 +83,9 @@ def main() -> int:
     for _ in range(args.rounds):
         for q in queries:  # variants interleaved query by query: load hits all alike
             for name, (kw, read, keep) in variants.items():
-                graph.keyword_scores, graph.read = kw, read  # type: ignore[method-assign]
+                searcher.keyword_scores, searcher.read = kw, read  # type: ignore[method-assign]
                 if not keep:
-                    graph._prepared = GenerationCache(1)  # a query the server has not seen
+                    searcher._prepared = GenerationCache(1)  # a query the server has not seen
                 t0 = time.perf_counter()
                 graph.search(q, threshold, 50, 0, None)
                 times[name].append(time.perf_counter() - t0)

@@ -1,7 +1,9 @@
 """Request dependencies, declared once: the shared context and bearer-token auth.
 
-Route modules import the ``Annotated`` aliases at the bottom (``Ctx``, ``User``,
-``ConfigReader``, ``ConfigWriter``) rather than spelling out ``Depends`` themselves.
+Route modules import the ``Annotated`` aliases at the bottom (``Ctx``, ``Storage``,
+``User``, ``ConfigReader``, ``ConfigWriter``) rather than spelling out ``Depends``
+themselves. Routes search and change content through the knowledge graph (``Ctx``) and
+read the store through ``Storage``; none reaches into the graph for its store.
 
 The contract orders checks 401, then 403, then 422. FastAPI parses a JSON body before
 it solves dependencies, so a malformed body would answer 422 before auth ran;
@@ -25,6 +27,7 @@ from kg_fuse.server import auth
 from kg_fuse.server.auth import Principal
 from kg_fuse.server.jobs import JobRunner
 from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.store import Store
 from kg_fuse.server.throttle import SignInLimit
 
 log = logging.getLogger(__name__)
@@ -39,9 +42,18 @@ class AppContext:
     jobs: JobRunner
     sign_ins: SignInLimit = field(default_factory=SignInLimit)
 
+    @property
+    def store(self) -> Store:
+        """The SQLite store the routes read: the knowledge graph's own."""
+        return self.graph.store
+
 
 def get_ctx(request: Request) -> AppContext:
     return request.app.state.ctx
+
+
+def get_store(request: Request) -> Store:
+    return get_ctx(request).store
 
 
 def _unauthorized(detail: str) -> HTTPException:
@@ -58,7 +70,7 @@ def authenticate(request: Request) -> Principal:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("Not authenticated")
-    principal = auth.principal_for_token(get_ctx(request).graph.store, token.strip())
+    principal = auth.principal_for_token(get_store(request), token.strip())
     if principal is None:
         raise _unauthorized("Could not validate credentials")
     request.state.principal = principal
@@ -100,6 +112,7 @@ class AuthFirstRoute(APIRoute):
 require_user = Require()
 
 Ctx = Annotated[AppContext, Depends(get_ctx)]
+Storage = Annotated[Store, Depends(get_store)]
 User = Annotated[Principal, Depends(require_user)]
 ConfigReader = Annotated[Principal, Depends(Require("read", "search_config"))]
 ConfigWriter = Annotated[Principal, Depends(Require("write", "search_config"))]

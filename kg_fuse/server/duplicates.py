@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from kg_fuse.server import repository
 from kg_fuse.server.corpus import DocumentSpec
-from kg_fuse.server.index import ConceptIndex
+from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.store import Store
 
 #: A new concept more similar than this to an existing one is reported.

@@ -10,9 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import shown
-from kg_fuse.server import auth, presets
-from kg_fuse.server.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
-from kg_fuse.server.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx
+from kg_fuse.server import auth
+from kg_fuse.server.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx, Storage
 from kg_fuse.server.embedder import MODEL_NAME
 from kg_fuse.server.schemas import (
     HealthResponse,
@@ -21,6 +20,8 @@ from kg_fuse.server.schemas import (
     ThresholdUpdateResponse,
     TokenResponse,
 )
+from kg_fuse.server.search import presets
+from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +31,15 @@ _TOKEN_FIELDS = ("grant_type", "client_id", "client_secret")
 
 
 @router.get("/health", response_model=HealthResponse)
-def health(ctx: Ctx) -> HealthResponse:
+def health(ctx: Ctx, store: Storage) -> HealthResponse:
     graph = ctx.graph
     return HealthResponse(status="healthy" if len(graph.index) else "degraded",
                           concepts=len(graph.index), embedding_model=MODEL_NAME,
-                          epoch=graph.store.epoch())
+                          epoch=store.epoch())
 
 
 @router.post("/auth/oauth/token", response_model=TokenResponse)
-async def token(request: Request, ctx: Ctx) -> TokenResponse:
+async def token(request: Request, ctx: Ctx, store: Storage) -> TokenResponse:
     """Form-encoded client credentials; a JSON body is a 422 as on the platform."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     is_form = content_type in ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -57,7 +58,6 @@ async def token(request: Request, ctx: Ctx) -> TokenResponse:
     if values["grant_type"] != "client_credentials":
         raise HTTPException(status_code=400,
                             detail="Unsupported grant_type: only client_credentials")
-    store = ctx.graph.store
     client_id = str(values["client_id"])
     address = request.client.host if request.client else "unknown"
     wait = ctx.sign_ins.reserve(client_id, address)

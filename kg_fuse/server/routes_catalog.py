@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query
 
 from kg_fuse.limits import MAX_NAME_CHARS
 from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.schemas import (
     CatalogNode,
@@ -34,11 +34,11 @@ SQLITE_INT_MAX = 2**63 - 1  # larger offsets cannot be bound: 422, not 500
 
 
 @router.get("/database/epoch", response_model=EpochResponse)
-def epoch(ctx: Ctx, _user: User) -> EpochResponse:
+def epoch(ctx: Ctx, store: Storage, _user: User) -> EpochResponse:
     """The content epoch, and the default threshold with its presets: every client polls
     this, so a PUT default reaches all of them within one poll, with no search."""
     graph = ctx.graph
-    return EpochResponse(epoch=graph.store.epoch(), default_threshold=graph.default_threshold(),
+    return EpochResponse(epoch=store.epoch(), default_threshold=graph.default_threshold(),
                          threshold_presets=graph.presets())
 
 
@@ -59,7 +59,7 @@ def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> Catal
 
 @router.get("/catalog/children", response_model=CatalogResponse)
 def catalog_children(
-    ctx: Ctx,
+    store: Storage,
     _user: User,
     parent: Annotated[str | None, Query(max_length=MAX_NAME_CHARS)] = None,
     parent_kind: Literal["ontology", "document"] | None = None,
@@ -68,7 +68,6 @@ def catalog_children(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=SQLITE_INT_MAX)] = 0,
 ) -> CatalogResponse:
-    store = ctx.graph.store
     kind: str | None = None
     parent_id: str | None = None
     child_kind: repository.ChildKind = "ontology"
@@ -83,7 +82,8 @@ def catalog_children(
 
 @router.get("/ontology/{name:path}", response_model=OntologyInfoResponse)
 def ontology_info(name: str, ctx: Ctx, _user: User) -> OntologyInfoResponse:
-    store = ctx.graph.store
+    """(``routes_ingest`` calls it too, with its own ``Ctx``, to answer a create.)"""
+    store = ctx.store
     row = repository.ontology(store, name)
     node = OntologyNode(ontology_id=row["id"], name=row["name"],
                         description=row["description"],
@@ -95,8 +95,8 @@ def ontology_info(name: str, ctx: Ctx, _user: User) -> OntologyInfoResponse:
 
 
 @router.get("/documents/{document_id}/content", response_model=DocumentContentResponse)
-def document_content(document_id: str, ctx: Ctx, _user: User) -> DocumentContentResponse:
-    store = ctx.graph.store
+def document_content(document_id: str, store: Storage, _user: User
+                     ) -> DocumentContentResponse:
     row = repository.document(store, document_id)
     chunks = [
         DocumentChunk(source_id=r["source_id"], paragraph=r["paragraph"],

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
 from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.schemas import (
     DocumentConcept,
@@ -30,9 +30,9 @@ NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has n
                    "model to describe images. Ingest a text or Markdown description instead.")
 
 @router.get("/documents/{document_id}/concepts", response_model=DocumentConceptsResponse)
-def document_concepts(document_id: str, ctx: Ctx, _user: User) -> DocumentConceptsResponse:
+def document_concepts(document_id: str, store: Storage, _user: User
+                      ) -> DocumentConceptsResponse:
     """One row per (concept, source) pair of the document, most instances first."""
-    store = ctx.graph.store
     row = repository.document(store, document_id)
     concepts = [DocumentConcept(**r) for r in repository.document_concepts(store, document_id)]
     return DocumentConceptsResponse(
@@ -85,9 +85,8 @@ async def ingest_image(
 
 
 @router.get("/sources/{source_id}/image")
-async def source_image(source_id: str, ctx: Ctx, _user: User) -> None:
-    content_type = await run_in_threadpool(repository.source_content_type,
-                                               ctx.graph.store, source_id)
+async def source_image(source_id: str, store: Storage, _user: User) -> None:
+    content_type = await run_in_threadpool(repository.source_content_type, store, source_id)
     if content_type == "image":  # no image bytes are ever stored
         raise HTTPException(status_code=404, detail=f"Source not found: {source_id}")
     raise HTTPException(status_code=400, detail=(

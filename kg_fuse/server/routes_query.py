@@ -16,7 +16,7 @@ from fastapi import APIRouter, Response
 
 from kg_fuse.limits import shown
 from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
 from kg_fuse.server.schemas import (
     ConceptDetailsResponse,
     ConceptInstance,
@@ -29,6 +29,7 @@ from kg_fuse.server.schemas import (
     SearchResponse,
 )
 from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kg_fuse.server.requests")
@@ -39,7 +40,7 @@ SAMPLE_EVIDENCE = 3  # instances per result when include_evidence is set
 
 
 
-def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
+def _run_search(graph: KnowledgeGraph, store: Store, body: SearchRequest) -> SearchResponse:
     threshold = (body.min_similarity if body.min_similarity is not None
                  else graph.default_threshold())
     outcome = graph.search(body.query, threshold, body.limit, body.offset, body.ontology)
@@ -53,7 +54,7 @@ def _run_search(graph: KnowledgeGraph, body: SearchRequest) -> SearchResponse:
         evidence = None
         if body.include_evidence:
             evidence = [ConceptInstance(**i)
-                        for i in repository.instances(graph.store, cid, SAMPLE_EVIDENCE)]
+                        for i in repository.instances(store, cid, SAMPLE_EVIDENCE)]
         return ConceptSearchResult(concept_id=cid, score=score, sample_evidence=evidence,
                                    **summary)
 
@@ -88,18 +89,17 @@ def just_below(score: float) -> float:
 
 
 @router.post("/query/search", response_model=SearchResponse)
-async def search(body: SearchRequest, ctx: Ctx, _user: User) -> Response:
+async def search(body: SearchRequest, ctx: Ctx, store: Storage, _user: User) -> Response:
     """The response is serialised once, here, from the model built in ``_run_search``
     (returning the model would make FastAPI dump, validate and dump it again)."""
-    response = await anyio.to_thread.run_sync(_run_search, ctx.graph, body)
+    response = await anyio.to_thread.run_sync(_run_search, ctx.graph, store, body)
     sent = "omitted" if body.min_similarity is None else body.min_similarity
     request_log.info("search min_similarity=%s threshold_used=%s count=%d query=%s",
                      sent, response.threshold_used, response.count, shown(body.query))
     return Response(response.model_dump_json(), media_type="application/json")
 
 
-def _concept_details(graph: KnowledgeGraph, concept_id: str) -> ConceptDetailsResponse:
-    store = graph.store
+def _concept_details(store: Store, concept_id: str) -> ConceptDetailsResponse:
     row = repository.concept(store, concept_id)
     relationships = [
         ConceptRelationship(to_id=r["to_id"], to_label=r["label"], rel_type=r["rel_type"],
@@ -128,5 +128,6 @@ def _concept_details(graph: KnowledgeGraph, concept_id: str) -> ConceptDetailsRe
 
 
 @router.get("/query/concept/{concept_id}", response_model=ConceptDetailsResponse)
-def concept_details(concept_id: str, ctx: Ctx, _user: User) -> ConceptDetailsResponse:
-    return _concept_details(ctx.graph, concept_id)
+def concept_details(concept_id: str, store: Storage, _user: User
+                    ) -> ConceptDetailsResponse:
+    return _concept_details(store, concept_id)

@@ -1,8 +1,12 @@
-"""The knowledge graph the routes talk to: store + model + in-memory index.
+"""The knowledge graph the routes talk to: the store, the model and the search, kept in
+step.
 
-Methods here are blocking; routes call them through worker threads. The index is
-swapped in as one reference after content changes: built from the old one with rows
-added or removed, never reloaded from SQLite (see :mod:`kg_fuse.server.index`).
+What it does is coordination: the threshold settings, adding and removing content (and
+telling the search, :class:`~kg_fuse.server.search.searcher.Searcher`, what changed),
+start-up and calibration. Searching itself is the searcher's. Methods here are blocking;
+routes call them through worker threads. The index is swapped in as one reference after
+content changes: built from the old one with rows added or removed, never reloaded from
+SQLite (see :mod:`kg_fuse.server.search.index`).
 """
 
 from __future__ import annotations
@@ -11,44 +15,27 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
 
-import numpy as np
-
-from kg_fuse.server import calibrate, content, duplicates, keywords, repository
+from kg_fuse.server import content, duplicates, repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
 from kg_fuse.server.embedder import Embedder
 from kg_fuse.server.generations import GenerationCache
-from kg_fuse.server.index import ConceptIndex, KeywordRows, load_fused, memberships
-from kg_fuse.server.lexicon import wordnet
-from kg_fuse.server.presets import derive as derive_presets
+from kg_fuse.server.search import calibrate
+from kg_fuse.server.search.index import ConceptIndex
+from kg_fuse.server.search.presets import derive as derive_presets
+from kg_fuse.server.search.searcher import Searcher, SearchOutcome
+from kg_fuse.server.search.understand import QueryReading
 from kg_fuse.server.store import Store
-from kg_fuse.server.understand import QueryReading, Vocabulary, read_query, text_words
 
 log = logging.getLogger(__name__)
 
-NEAR_MISS_FLOOR = 0.3
-#: Closest concepts below the threshold named when a search lists fewer than 3.
-CLOSEST = 5
-#: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
-PREPARED_QUERIES = 1024
 #: Concept summaries kept for search results (a few hundred bytes each).
 SUMMARIES = 8192
-
-
-@dataclass
-class NearMiss:
-    """The near-miss hint of a search that came back short."""
-
-    count: int
-    suggested: float
-    top_id: str
-    top_score: float
 
 
 @dataclass
@@ -59,35 +46,13 @@ class IngestOutcome:
     near_duplicates: list[dict]
 
 
-class PreparedQuery(NamedTuple):
-    """What a search needs of its query text (:meth:`KnowledgeGraph.prepared`)."""
-
-    vector: np.ndarray
-    keyword: KeywordRows
-
-
-@dataclass
-class SearchOutcome:
-    threshold: float
-    page: list[tuple[str, float]]
-    near_miss: NearMiss | None
-    #: the closest concepts below the threshold when the page came back short (ours)
-    closest: list[tuple[str, float]] = field(default_factory=list)
-
-
 class KnowledgeGraph:
-    """Store, embedder and index, with the operations the HTTP layer needs."""
+    """Store, embedder and search, with the operations the HTTP layer needs."""
 
     def __init__(self, store: Store, embedder: Embedder) -> None:
         self.store = store
         self.embedder = embedder
-        self.index = ConceptIndex()
-        self.vocabulary = Vocabulary()
-        self.lexicon = wordnet()
-        self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
-            None, keywords.TermCache())
-        self._prepared: GenerationCache[str, PreparedQuery] = GenerationCache(
-            PREPARED_QUERIES)
+        self.searcher = Searcher(store, embedder)
         self._summaries: GenerationCache[str, dict] = GenerationCache(SUMMARIES)
         self._write_lock = threading.Lock()
         self._presets: tuple[float, str | None, dict[str, float]] | None = None
@@ -134,55 +99,14 @@ class KnowledgeGraph:
 
     # -- search ------------------------------------------------------------------------
 
+    @property
+    def index(self) -> ConceptIndex:
+        """The search index in force (replaced, never changed, when content changes)."""
+        return self.searcher.index
+
     def read(self, query: str) -> QueryReading:
-        """The query's words read against this corpus (:mod:`kg_fuse.server.understand`)."""
-        return read_query(query, self.vocabulary, self.lexicon)
-
-    def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex
-                     ) -> tuple[np.ndarray, KeywordRows]:
-        """The query vector and its keyword rows: the two halves of the final score.
-
-        Each concept's vector score is scaled by how familiar the query's words are
-        there (:meth:`QueryReading.familiarity`): the vector carries the best case, the
-        keyword rows each concept's own share of it and ``rest`` everyone else's. A
-        query of noise (familiarity 0 even at its best) has neither: no keyword lookups.
-        """
-        best = reading.familiarity(None)
-        if best <= 0:
-            return vector * np.float32(0.0), index.keyword_rows({})
-        match = self.keyword_scores(reading, index)
-        factors = {cid: reading.familiarity(at) / best for cid, at in match.bridged.items()}
-        rest = reading.familiarity({}) / best
-        return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest)
-
-    def keyword_scores(self, reading: QueryReading, index: ConceptIndex
-                       ) -> keywords.KeywordMatch:
-        """The query's keyword scores (FTS5), under the store lock.
-
-        Term lookups are cached per index generation: every change of the indexed text
-        also swaps the index, which drops the cache.
-        """
-        owner, cache = self._term_cache
-        if owner is not index:
-            cache = keywords.TermCache()
-            self._term_cache = (index, cache)
-        with self.store.locked() as conn:
-            return keywords.keyword_scores(conn, reading, len(index), cache=cache)
-
-    def prepared(self, query: str) -> PreparedQuery:
-        """The query's vector (familiarity applied) and keyword rows, cached per index
-        generation: a mount repeats the same few queries at every refresh, and the
-        embedding is most of a search's cost."""
-        index = self.index
-        generation = (index, self.vocabulary)
-        found = self._prepared.get(generation, query)
-        if found is None:
-            reading = self.read(query)
-            vector, keyword = self.scored_query(
-                reading, self.embedder.encode_one(reading.embedded_text(query)), index)
-            found = PreparedQuery(vector, keyword)
-            self._prepared.put(generation, query, found)
-        return found
+        """The query's words read against this corpus (:meth:`Searcher.read`)."""
+        return self.searcher.read(query)
 
     def summaries(self, ids: list[str]) -> dict[str, dict]:
         """Label, description, ontologies and evidence count of each concept (as
@@ -199,49 +123,18 @@ class KnowledgeGraph:
 
     def search(self, query: str, threshold: float, limit: int, offset: int,
                ontology: str | None) -> SearchOutcome:
-        """Hybrid score, filter, page, then the near-miss hint (blocking)."""
-        index = self.index
-        vector, keyword = self.prepared(query)
-        page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
-                            keyword=keyword)[offset:]
-        near_miss = None
-        closest: list[tuple[str, float]] = []
-        if len(page) < 3 and offset == 0 and threshold > 0:
-            closest = [(cid, s) for cid, s in index.search(
-                vector, 1e-6, ontology=ontology, top_k=len(page) + CLOSEST,
-                keyword=keyword) if s < threshold][:CLOSEST]
-        if len(page) < 3 and threshold > NEAR_MISS_FLOOR:
-            below = [(cid, s) for cid, s in index.search(vector, NEAR_MISS_FLOOR,
-                                                          ontology=ontology, top_k=2 * limit,
-                                                          keyword=keyword)
-                     if s < threshold]
-            if below:
-                near_miss = NearMiss(count=len(below),
-                                     suggested=round(min(s for _, s in below) - 0.02, 2),
-                                     top_id=below[0][0], top_score=below[0][1])
-        return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
-                             closest=closest)
+        """Hybrid score, filter, page, then the near-miss hint (:meth:`Searcher.search`)."""
+        return self.searcher.search(query, threshold, limit, offset, ontology)
 
     # -- content -----------------------------------------------------------------------
 
     def reload_index(self) -> None:
-        self.index = ConceptIndex.load(self.store)
-        with self.store.locked() as conn:
-            self.vocabulary = keywords.load_vocabulary(conn)
+        self.searcher.reload()
 
     def _add_to_index(self, concept_ids: list[str], touched: Iterable[str] = ()) -> None:
-        """Fuse the new concepts' stored views into a new index and swap it in; the
-        ``touched`` concepts (evidence added or removed) get their ontologies again."""
-        regrouped = [c for c in touched if c in self.index.row_of]
-        if concept_ids or regrouped:
-            self.index = self.index.changed(
-                added=load_fused(self.store, concept_ids),
-                members=memberships(self.store, list(concept_ids) + regrouped))
-        if concept_ids:
-            with self.store.locked() as conn:
-                names = keywords.load_names(conn)
-            self.vocabulary = self.vocabulary.with_words(text_words(content.texts_of(
-                self.store, concept_ids))).with_names(names)
+        """Tell the search about new concepts and those whose evidence changed."""
+        self.searcher.add(concept_ids, touched,
+                          content.texts_of(self.store, concept_ids) if concept_ids else ())
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
                       created_by: str | None = None,
@@ -281,8 +174,7 @@ class KnowledgeGraph:
         with self._write_lock:
             result = content.delete_ontology(self.store, name)
             if result is not None:
-                self.index = self.index.changed(removed=self._gone(),
-                                                dropped_ontology=name)
+                self.searcher.remove(self._gone(), dropped_ontology=name)
         self.recalibrate_if_drifted()
         return result
 
@@ -294,9 +186,7 @@ class KnowledgeGraph:
                 self.store, document_id)}
             result = content.delete_document(self.store, document_id)
             if result is not None:
-                gone = self._gone()
-                self.index = self.index.changed(removed=gone, members=memberships(
-                    self.store, [c for c in supported if c not in gone]))
+                self.searcher.remove(self._gone(), regrouped=supported)
         if result is not None:
             self.recalibrate_if_drifted()
         return result
@@ -342,18 +232,6 @@ class KnowledgeGraph:
             log.info("no concepts to calibrate against; the fallback %.2f applies until "
                      "there is content", calibrate.FALLBACK_THRESHOLD)
 
-    def search_many(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
-        """Each query's top ``k`` final scores (calibration; one embedding batch)."""
-        index = self.index
-        readings = [self.read(q) for q in queries]
-        vectors = self.embedder.encode([r.embedded_text(q)
-                                        for r, q in zip(readings, queries, strict=True)])
-        found = []
-        for reading, raw in zip(readings, vectors, strict=True):
-            vector, keyword = self.scored_query(reading, raw, index)
-            found.append(index.search(vector, 0.0, top_k=k, keyword=keyword))
-        return found
-
     def calibrate(self, write: bool) -> calibrate.CalibrationReport:
         """Measure the noise floor; with ``write`` store the chosen default."""
         concepts = [(r["id"], r["label"], r["description"] or "") for r in self.store.query(
@@ -361,7 +239,7 @@ class KnowledgeGraph:
         indexed = set(self.index.ids)
         concepts = [c for c in concepts if c[0] in indexed]
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        report = calibrate.measure(self.search_many, concepts, calibrated_at=now)
+        report = calibrate.measure(self.searcher.search_many, concepts, calibrated_at=now)
         # Outliers by count: their labels are arbitrary text (a concept named
         # "...HeaderError" reads as an error in a log); `kg-fuse calibrate` names them.
         log.info("calibration over %d concepts: noise median %.3f floor %.3f max %.3f, "

@@ -3,7 +3,7 @@
 One connection shared by the event loop's worker threads keeps SQLite's locking simple;
 every public method takes the lock, so callers never hold a cursor across threads.
 A store from before per-view vectors keeps its single vectors as the ``description``
-view (the same text, see :mod:`kg_fuse.server.views`); only the other views are
+view (the same text, see :mod:`kg_fuse.server.search.views`); only the other views are
 embedded, once, at its next start.
 Content changes go through :meth:`Store.transaction`, which bumps the epoch counter in
 the same transaction so the epoch strictly increases whenever visible content changes.

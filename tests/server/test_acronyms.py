@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kg_fuse.server.acronyms import build_map, definitions, expand, match_long_form, used
+from kg_fuse.server.search.acronyms import build_map, definitions, expand, match_long_form, used
 
 
 def test_long_form_before_the_short_form() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse.server import calibrate
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.index import ConceptIndex
 from kg_fuse.server.jobs import JobRunner, QueuedJob
+from kg_fuse.server.search import calibrate
+from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.service import KnowledgeGraph
 from kg_fuse.server.store import Store
 
@@ -59,7 +59,7 @@ def doc(text: str, name: str, ontology: str = "kitchen"):
 
 def ranking(index: ConceptIndex, graph: KnowledgeGraph, query: str) -> list[tuple[str, float]]:
     reading = graph.read(query)
-    vector, keyword = graph.scored_query(
+    vector, keyword = graph.searcher.scored_query(
         reading, graph.embedder.encode_one(reading.embedded_text(query)), index)
     return [(c, round(s, 5)) for c, s in index.search(vector, 0.0, keyword=keyword)]
 
@@ -280,7 +280,7 @@ def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph
         outcome = graph.search(unknown, low, 50, 0, None)  # "180" is in the text, no word
         assert outcome.page == [] and outcome.near_miss is None, unknown
     # the calibration measures the same final score: zero everywhere
-    noise, known = graph.search_many(["xkcdq", "roux"], 3)
+    noise, known = graph.searcher.search_many(["xkcdq", "roux"], 3)
     assert noise and all(s == 0.0 for _, s in noise) and known[0][1] > 0.3
 
 
@@ -309,7 +309,7 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
     kneading = scoped(graph, "kitchen")
     assert kneading and scoped(graph, "baking") == kneading
     fresh = ConceptIndex.load(graph.store)
-    assert [c for c, _ in fresh.search(graph.prepared("knead the dough").vector, 0.3,
+    assert [c for c, _ in fresh.search(graph.searcher.prepared("knead the dough").vector, 0.3,
                                        ontology="baking")] == kneading
     held = {o: repository.document_in_ontology(graph.store, BREAD, o)
             for o in ("kitchen", "baking", "pastry")}

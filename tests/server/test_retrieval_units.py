@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg_fuse.server import content, keywords
-from kg_fuse.server.calibrate import (
+from kg_fuse.server import content
+from kg_fuse.server.search import keywords
+from kg_fuse.server.search.calibrate import (
     EVERYDAY_WORDS,
     GLUE_WORDS,
     NOISE_SHAPES,
@@ -22,11 +23,11 @@ from kg_fuse.server.calibrate import (
     noise_floor,
     probe_queries,
 )
-from kg_fuse.server.index import ConceptIndex, merge
-from kg_fuse.server.lexicon import wordnet
+from kg_fuse.server.search.index import ConceptIndex, merge
+from kg_fuse.server.search.lexicon import wordnet
+from kg_fuse.server.search.understand import TYPO_PENALTY, read_query
+from kg_fuse.server.search.views import WEIGHTS, fuse, split_name, view_texts
 from kg_fuse.server.store import Store
-from kg_fuse.server.understand import TYPO_PENALTY, read_query
-from kg_fuse.server.views import WEIGHTS, fuse, split_name, view_texts
 
 
 def unit(*values: float) -> np.ndarray:

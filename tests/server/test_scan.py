@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kg_fuse.server import scan as scan_module
-from kg_fuse.server.scan import QuantisedScan, exact_scores
+from kg_fuse.server.search import scan as scan_module
+from kg_fuse.server.search.scan import QuantisedScan, exact_scores
 
 
 def exact(matrix: np.ndarray, query: np.ndarray, threshold: float,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kg_fuse.server.generations import GenerationCache
-from kg_fuse.server.index import ConceptIndex
+from kg_fuse.server.search.index import ConceptIndex
 
 
 def random_index(seed: int, n: int = 400) -> ConceptIndex:

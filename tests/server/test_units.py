@@ -6,7 +6,6 @@ import argparse
 import subprocess
 import sys
 
-from kg_fuse.server.calibrate import choose_default
 from kg_fuse.server.corpus.chapters import FALLBACK_CHAPTER, chapter_of
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.corpus.stdlib import (
@@ -14,6 +13,7 @@ from kg_fuse.server.corpus.stdlib import (
     build_stdlib_corpus,
     discover_modules,
 )
+from kg_fuse.server.search.calibrate import choose_default
 
 
 def test_default_rule_sits_just_above_the_noise_floor() -> None:

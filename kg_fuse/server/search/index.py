@@ -1,9 +1,9 @@
 """The in-memory search index: one float32 matrix of fused concept vectors, exact by numpy.
 
-Each row is a concept's fused vector (see :mod:`kg_fuse.server.views`), so a query's
-vector score is one scan of one matrix (the quantised scan of :mod:`kg_fuse.server.scan`,
+Each row is a concept's fused vector (see :mod:`kg_fuse.server.search.views`), so a query's
+vector score is one scan of one matrix (the quantised scan of :mod:`kg_fuse.server.search.scan`,
 exact at the threshold). Hybrid search adds the keyword score
-(:mod:`kg_fuse.server.keywords`) with :func:`merge`, which keeps the score in [0, 1].
+(:mod:`kg_fuse.server.search.keywords`) with :func:`merge`, which keeps the score in [0, 1].
 
 The index is built from the store's per-view vectors at start-up (never re-embedded)
 and then changed incrementally: :meth:`ConceptIndex.changed` returns a new index with
@@ -25,14 +25,15 @@ from typing import NamedTuple
 import numpy as np
 
 from kg_fuse.server.embedder import DIMENSIONS
-from kg_fuse.server.scan import QuantisedScan, exact_scores
+from kg_fuse.server.search import tuning
+from kg_fuse.server.search.scan import QuantisedScan, exact_scores
+from kg_fuse.server.search.views import fuse
 from kg_fuse.server.store import Store
-from kg_fuse.server.views import fuse
 
 log = logging.getLogger(__name__)
 
 #: How much a full keyword match can add: merged = v + KEYWORD_WEIGHT * kw * (1 - v).
-KEYWORD_WEIGHT = 0.3
+KEYWORD_WEIGHT = tuning.KEYWORD_WEIGHT.value
 
 
 def merge(vector_score: np.ndarray | float, keyword_score: np.ndarray | float,
@@ -53,7 +54,7 @@ class KeywordRows(NamedTuple):
 
     ``factors`` scale those rows' vector scores and ``rest`` every other row's: how far
     the query's words are the corpus's own at each concept (a word read through WordNet
-    counts only where its bridge occurs, see :mod:`kg_fuse.server.understand`).
+    counts only where its bridge occurs, see :mod:`kg_fuse.server.search.understand`).
     """
 
     rows: np.ndarray

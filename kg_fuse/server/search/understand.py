@@ -35,8 +35,11 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kg_fuse.server.lexicon import POS_FILES, WordNet, stem, wordnet
+from kg_fuse.server.search import tuning
+from kg_fuse.server.search.lexicon import POS_FILES, WordNet, stem, wordnet
 
+#: Tuned numbers are read from :mod:`.tuning` (what each is for, what chose it); the
+#: limits below them bound cost.
 MAX_TERMS = 16          # longer queries: the first 16 distinct tokens
 #: A query word is cut to this many characters after folding (folding makes text longer:
 #: U+3389 is "kcal"). The longest word of the standard library's documentation has 55.
@@ -45,9 +48,9 @@ TYPO_MIN_CHARS = 5
 #: Longer words get no typo candidates: a word of n letters has about 54 n of them, so
 #: the cost of a query's reading stays small and fixed whatever the query holds.
 TYPO_MAX_CHARS = 40
-TYPO_PENALTY = 0.5
+TYPO_PENALTY = tuning.TYPO_PENALTY.value
 #: How much of the vector score a query loses as its words grow unfamiliar.
-UNFAMILIAR_DISCOUNT = 0.4
+UNFAMILIAR_DISCOUNT = tuning.UNFAMILIAR_DISCOUNT.value
 #: Unfamiliarity by reading (``meaning`` is 1 - its best bridge's factor).
 UNFAMILIARITY = {"corpus": 0.0, "form": 0.0, "typo": TYPO_PENALTY}
 #: Whether a concept answers the query at all is weighed word by word. For it: each of
@@ -58,31 +61,30 @@ UNFAMILIARITY = {"corpus": 0.0, "form": 0.0, "typo": TYPO_PENALTY}
 #: the corpus 0.4 (the model may still know it). Where the words against outweigh the
 #: words for it, the query is noise at that concept and scores 0 there however its
 #: letters embed ("dib dab dob", "--foo"; "cornmeal porridge" still counts).
-MISSING_WEIGHT = {"meaning": 1.0, "name": 1.0, "unknown": 0.5, "english": 0.4}
-SUPPORT = {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0}
+MISSING_WEIGHT = tuning.MISSING_WEIGHT.value
+SUPPORT = tuning.SUPPORT.value
 #: What a bridge carries of the word's weight, by relation.
-BRIDGE_FACTORS = {"synonym": 0.8, "broader": 0.6, "related": 0.6, "broader2": 0.4,
-                  "gloss": 0.45}
-MULTIWORD_FACTOR = 0.75  # a word out of a multi-word name ("loaf of bread" -> bread)
+BRIDGE_FACTORS = tuning.BRIDGE_FACTORS.value
+MULTIWORD_FACTOR = tuning.MULTIWORD_FACTOR.value
 #: The readings ``words read as`` shows (a display rule: the search weighs them all).
 #: Chosen by reading every reading of the everyday sets' words: a definition's words
 #: (``cauliflower -> crowded``) and related senses' (``coin -> flock``) read as
 #: mistakes, and below 0.4 only distant classes remain (``spaghetti -> food``).
 SHOWN_VIAS = ("corpus", "form", "typo", "name", "synonym", "broader")
-SHOWN_MIN_FACTOR = 0.4
-SENSES = 3               # meanings read per part of speech, most frequent first
-SENSE_DECAY = 0.85       # each less frequent meaning counts this much less
-MAX_BRIDGES = 6          # corpus words kept per query word
-EMBEDDED_BRIDGES = 2     # of them, added to the embedded text: what the word *is*
+SHOWN_MIN_FACTOR = tuning.SHOWN_MIN_FACTOR.value
+SENSES = tuning.SENSES.value
+SENSE_DECAY = tuning.SENSE_DECAY.value
+MAX_BRIDGES = tuning.MAX_BRIDGES.value
+EMBEDDED_BRIDGES = tuning.EMBEDDED_BRIDGES.value
 EMBEDDED_VIAS = ("synonym", "broader")  # (a related word may be another sense's)
-EMBED_BRIDGES_UP_TO = 2  # words in a query whose bridges are embedded with it
-MIN_WORD_CHARS = 3       # shorter words are not looked up in WordNet (ss, xx, a)
-MIN_FORM_CHARS = 4       # shorter words have no other forms (oop is not oops)
-SHORT_TOKEN_CHARS = 4    # a non-English token this short counts only in names (foo, cwd)
-AFFIX_CHARS = 3          # ... also in a name word it ends, after at most this much more
+EMBED_BRIDGES_UP_TO = tuning.EMBED_BRIDGES_UP_TO.value
+MIN_WORD_CHARS = tuning.MIN_WORD_CHARS.value
+MIN_FORM_CHARS = tuning.MIN_FORM_CHARS.value
+SHORT_TOKEN_CHARS = tuning.SHORT_TOKEN_CHARS.value
+AFFIX_CHARS = tuning.AFFIX_CHARS.value
 #: A definition's word bridges only when it names a thing or an action, and a specific
 #: one: at most this many meanings in all ("omelet", "fried"; not "form", "large").
-GLOSS_MAX_SENSES = 5
+GLOSS_MAX_SENSES = tuning.GLOSS_MAX_SENSES.value
 
 _TOKEN = re.compile(r"[^\W_]+")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"

@@ -28,14 +28,17 @@ import math
 import statistics
 from collections.abc import Mapping
 
-EXACT_STEP = 0.05
-EXACT_CAP = 0.99
-COMPREHENSIVE_STEP = 0.02
-COMPREHENSIVE_MAX_DROP = 0.10
-FALLBACK_OFFSETS: dict[str, float] = {"exact": 0.10, "comprehensive": -0.06}
-RULE = ("exact = default + (median relevant-probe score - default) / 2 within "
-        "[default + 0.05, 0.99]; comprehensive = default - (default - noise median) / 2 "
-        "within [default - 0.10, default - 0.02]")
+from kg_fuse.server.search import tuning
+
+EXACT_STEP = tuning.EXACT_STEP.value
+EXACT_CAP = tuning.EXACT_CAP.value
+COMPREHENSIVE_STEP = tuning.COMPREHENSIVE_STEP.value
+COMPREHENSIVE_MAX_DROP = tuning.COMPREHENSIVE_MAX_DROP.value
+FALLBACK_OFFSETS: dict[str, float] = tuning.FALLBACK_OFFSETS.value
+RULE = (f"exact = default + (median relevant-probe score - default) / 2 within "
+        f"[default + {EXACT_STEP:.2f}, {EXACT_CAP:.2f}]; comprehensive = default - "
+        f"(default - noise median) / 2 within [default - {COMPREHENSIVE_MAX_DROP:.2f}, "
+        f"default - {COMPREHENSIVE_STEP:.2f}]")
 
 
 def _up(value: float) -> float:

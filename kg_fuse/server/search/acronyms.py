@@ -30,10 +30,14 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-MIN_SHORT, MAX_SHORT = 2, 10
-#: Ignore a long form seen once unless no other is known; keep the map small and sure.
+from kg_fuse.server.search import tuning
+
+MIN_SHORT, MAX_SHORT = tuning.ACRONYM_CHARS.value
+#: A long form before ``(SF)``: at most ``min(len(SF) + EXTRA, FACTOR * len(SF))`` words.
+WINDOW_EXTRA, WINDOW_FACTOR = tuning.ACRONYM_WINDOW.value
+EXTRA_WORDS = tuning.ACRONYM_EXTRA_WORDS.value
 _PAREN = re.compile(r"\(([^()]{1,120})\)")
-_SHORT = re.compile(r"^[A-Za-z][A-Za-z0-9&/.-]{1,9}$")
+_SHORT = re.compile(rf"^[A-Za-z][A-Za-z0-9&/.-]{{{MIN_SHORT - 1},{MAX_SHORT - 1}}}$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
 _PROSE = re.compile(r"^[A-Za-z][A-Za-z-]*(?: [A-Za-z][A-Za-z-]*)+$")
 _USE = re.compile(r"[A-Za-z][A-Za-z0-9]*")
@@ -82,6 +86,11 @@ def match_long_form(short: str, words: list[str]) -> list[str] | None:
     return None
 
 
+def _window(short: str) -> int:
+    """How many words before ``(short)`` its long form may have (Schwartz & Hearst)."""
+    return min(len(_letters(short)) + WINDOW_EXTRA, WINDOW_FACTOR * len(_letters(short)))
+
+
 def _clause_before(text: str, end: int) -> str:
     """The text before ``end`` back to the last sentence break (at most 200 characters)."""
     head = text[max(0, end - 200):end]
@@ -98,7 +107,7 @@ def definitions(text: str) -> list[tuple[str, str]]:
         if looks_like_acronym(first_inner) and (first_inner == inner or "," in inner
                                                 or ";" in inner):
             words = _WORD.findall(_clause_before(text, m.start()))
-            limit = min(len(_letters(first_inner)) + 5, 2 * len(_letters(first_inner)))
+            limit = _window(first_inner)
             long = match_long_form(first_inner, words[-limit:])
             if long and not looks_like_acronym(" ".join(long)):
                 found.append((first_inner.upper(), " ".join(long)))
@@ -109,7 +118,7 @@ def definitions(text: str) -> list[tuple[str, str]]:
         if short is None or not _PROSE.match(head):
             continue
         words = head.split()
-        if len(words) <= min(len(_letters(short)) + 5, 2 * len(_letters(short))):
+        if len(words) <= _window(short):
             long = match_long_form(short, words)
             # the parentheses hold the whole long form: it must start with the letter
             starts = {part[:1].lower() for part in words[0].split("-")}
@@ -122,7 +131,7 @@ def plausible(short: str, long: str) -> bool:
     """A long form of at most two words more than the acronym has letters, that does
     not contain the acronym itself ("XML declaration" does not define XML)."""
     words = long.lower().split()
-    return (len(words) <= len(_letters(short)) + 2
+    return (len(words) <= len(_letters(short)) + EXTRA_WORDS
             and short.lower() not in re.split(r"[\s-]+", long.lower()))
 
 

@@ -27,16 +27,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from kg_fuse.server.corpus import one_line
+from kg_fuse.server.search import tuning
 
 VIEWS: tuple[str, ...] = ("name", "description", "examples")
 #: Chosen with ``kg-fuse eval`` (see docs/server.md, "Fused views").
-WEIGHTS: dict[str, float] = {"name": 0.0, "description": 1.0, "examples": 0.0}
-EXAMPLES_CHARS = 400
+WEIGHTS: dict[str, float] = tuning.VIEW_WEIGHTS.value
+EXAMPLES_CHARS = tuning.EXAMPLES_CHARS.value
 #: A first paragraph this short says nothing the name does not ("Return an enumerate
 #: object."); the description view then reads on into the next paragraphs, up to
 #: ELABORATION_CHARS of them.
-SHORT_SUMMARY_WORDS = 5
-ELABORATION_CHARS = 300
+SHORT_SUMMARY_WORDS = tuning.SHORT_SUMMARY_WORDS.value
+ELABORATION_CHARS = tuning.ELABORATION_CHARS.value
 
 
 def embedded_views(weights: Mapping[str, float] = WEIGHTS) -> tuple[str, ...]:

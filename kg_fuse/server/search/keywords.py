@@ -26,7 +26,7 @@ of both sums. ``kw`` is in [0, 1] and reaches 1 only when one concept is the bes
 of every informative word of the query.
 
 **Words in the user's words.** The query is read first
-(:mod:`kg_fuse.server.understand`): each word looks up the corpus words it stands for
+(:mod:`kg_fuse.server.search.understand`): each word looks up the corpus words it stands for
 (itself, its other forms, a typo's correction, or WordNet's bridges), and counts for a
 concept by the best of them, weighted by what each carries of the word. A word the
 corpus does not use keeps the highest IDF in the denominator, so a bridge or a
@@ -42,13 +42,14 @@ from typing import NamedTuple
 
 from cachetools import LRUCache
 
-from kg_fuse.server.understand import QueryReading, Vocabulary
+from kg_fuse.server.search import tuning
+from kg_fuse.server.search.understand import QueryReading, Vocabulary
 
-PER_TERM = 200          # keyword candidates fetched per query term
-COMMON_FRACTION = 0.1
+PER_TERM = tuning.KEYWORD_PER_TERM.value  # keyword candidates fetched per query term
+COMMON_FRACTION = tuning.COMMON_FRACTION.value
 #: Column weights for bm25(): concept_id (unindexed), name, signature, description,
 #: examples. A word in the name says more than the same word deep in the examples.
-BM25_WEIGHTS = (0.0, 4.0, 1.0, 2.0, 1.0)
+BM25_WEIGHTS = tuning.BM25_WEIGHTS.value
 CACHED_TERMS = 2048     # terms whose top rows are kept (about 200 rows each)
 
 _BM25_ARGS = ", ".join(str(w) for w in BM25_WEIGHTS)

@@ -1,0 +1,357 @@
+"""Seeding the default search threshold just above this corpus's noise floor (ADR-508).
+
+The floor is measured on the final score a search returns (fused vectors plus keyword,
+word-form, WordNet and typo matches), with seeded noise of every shape a user might
+type: short 3-5 letter tokens, consonant runs, keyboard mashes, long pronounceable
+nonsense, digits and punctuation, random-letter words, single nonsense words, everyday
+words that mean nothing together, and token shapes that corpora contain: option
+letters (``-ss``), placeholders (``xxx``) and hyphen- or underscore-joined runs, and
+an everyday word said over and over (``meow meow``).
+
+The statistic must not let one junk concept drag the default (a badly parsed concept
+with an empty or garbled text sits near the centre of the embedding space and attracts
+noise). For each concept, its highest score among the noise queries it is the best match
+of is taken; the two concepts that attract noise most (one in a corpus of fewer than
+1,000 concepts) are reported and left out:
+
+    floor   = 3rd-highest per-concept noise score (2nd below 1,000 concepts)
+    default = ceil((floor + MARGIN) * 100) / 100,  MARGIN = 0.03
+
+When no concept is an outlier the top three per-concept scores lie within a few
+hundredths of each other and the margin covers them; when one is, it no longer moves
+the default (it may then list for noise: the calibration output names it).
+
+Relevant probes come from the corpus itself (seeded sample of concepts, each queried
+by a phrasing made from its own description), so the report shows how many of them the
+default keeps, whatever the corpus is about.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import re
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from kg_fuse.server.search import tuning
+from kg_fuse.server.search.understand import short_token, tokens
+
+log = logging.getLogger(__name__)
+
+THRESHOLD_KEY = "search_default_similarity_threshold"
+CALIBRATION_KEY = "search_calibration_report"
+PROVENANCE_KEY = "search_threshold_provenance"
+FALLBACK_THRESHOLD = tuning.FALLBACK_THRESHOLD.value
+MARGIN = tuning.NOISE_MARGIN.value
+OUTLIERS = tuning.NOISE_OUTLIERS.value  # left out of the floor ...
+OUTLIER_CORPUS = tuning.OUTLIER_CORPUS.value  # ... in a corpus of this many concepts or more
+SMALL_CORPUS_OUTLIERS = tuning.SMALL_CORPUS_OUTLIERS.value  # ... and below
+PER_SHAPE = tuning.NOISE_PER_SHAPE.value
+GIBBERISH_SEED = tuning.GIBBERISH_SEED.value
+PROBE_COUNT = tuning.PROBE_COUNT.value
+PROBE_MIN_WORDS, PROBE_MAX_WORDS = tuning.PROBE_WORDS.value
+PROBE_DEPTH = tuning.PROBE_DEPTH.value
+#: Recalibrate a calibrated default when the corpus grew or shrank by more than this.
+RECALIBRATE_FRACTION = tuning.RECALIBRATE_FRACTION.value
+
+
+def _ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th ... 11th, 12th, 13th ... 21st."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+RULE = (f"default = ceil(({_ordinal(OUTLIERS + 1)}-highest per-concept noise score, "
+        f"{_ordinal(SMALL_CORPUS_OUTLIERS + 1)} below {OUTLIER_CORPUS:,} concepts, "
+        f"+ {MARGIN}) * 100) / 100")
+
+KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "1234567890")
+KEYBOARD_MASHES: tuple[str, ...] = (
+    "asdfgh qwerty zxcvb", "qwertyuiop", "zxcv bnm", "asdf jkl", "hjkl yuiop ghjk",
+)
+_VOWELS = "aeiou"
+_CONSONANTS = "bcdfghjklmnpqrstvwxz"
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_PUNCT = "!?#@$%&*()[]{}<>/\\|~^+=-_.,;:'\""
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
+
+
+def _short_tokens(rng: random.Random) -> str:
+    return " ".join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 5)))
+                    for _ in range(rng.randint(1, 3)))
+
+
+def _consonant_runs(rng: random.Random) -> str:
+    return " ".join("".join(rng.choice(_CONSONANTS) for _ in range(rng.randint(3, 9)))
+                    for _ in range(rng.randint(1, 4)))
+
+
+def _keyboard_mash(rng: random.Random) -> str:
+    words = []
+    for _ in range(rng.randint(1, 4)):
+        row = rng.choice(KEYBOARD_ROWS[:3])
+        start = rng.randint(0, len(row) - 3)
+        word = row[start:start + rng.randint(3, len(row) - start)]
+        words.append(word[::-1] if rng.random() < 0.3 else word)
+    return " ".join(words)
+
+
+def _nonsense_word(rng: random.Random, syllables: int) -> str:
+    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) +
+                   (rng.choice(_CONSONANTS) if rng.random() < 0.4 else "")
+                   for _ in range(syllables))
+
+
+def _long_nonsense(rng: random.Random) -> str:
+    return " ".join(_nonsense_word(rng, rng.randint(3, 6)) for _ in range(rng.randint(1, 8)))
+
+
+def _single_word(rng: random.Random) -> str:
+    return _nonsense_word(rng, rng.randint(2, 4))
+
+
+#: Everyday words for nonsense sentences: what a user types who writes real words that
+#: mean nothing together. Far from any corpus's subject by choice (no computing, no
+#: cooking), and not the evaluation's own nonsense words.
+_EVERYDAY = """
+giraffe meadow violin candle harbour tulip pebble castle dolphin lantern feather canyon
+glacier saddle compass balloon penguin orchard tambourine scarecrow parrot volcano
+marble ribbon anchor comet lagoon walrus kite banjo hedgehog chimney tornado emerald
+crimson golden fuzzy gentle sleepy brave noisy ancient hollow tiny enormous shiny lazy
+curious polite dusty frozen wobbly dances jumps giggles wanders dreams sneezes paints
+juggles tiptoes climbs swims hums borrows forgets gallops knits yawns
+"""
+EVERYDAY_WORDS: tuple[str, ...] = tuple(_EVERYDAY.split())
+GLUE_WORDS = ("the", "a", "with", "under", "beyond", "of", "and", "near", "into", "over")
+
+
+def _everyday_nonsense(rng: random.Random) -> str:
+    words = [rng.choice(EVERYDAY_WORDS) for _ in range(rng.randint(3, 7))]
+    words.insert(rng.randint(1, len(words) - 1), rng.choice(GLUE_WORDS))
+    return " ".join(words)
+
+
+def _digits_punctuation(rng: random.Random) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        alphabet = rng.choice(("0123456789", _PUNCT, "0123456789" + _PUNCT + "xX."))
+        parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))))
+    return " ".join(parts)
+
+
+def _random_letters(rng: random.Random) -> str:
+    return " ".join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 8)))
+                    for _ in range(rng.randint(2, 8)))
+
+
+def _option_letters(rng: random.Random) -> str:
+    """Command-line options typed alone: ``-ss``, ``-xvf``, ``--qz``."""
+    def option() -> str:
+        letters = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(1, 3)))
+        return rng.choice(("-", "-", "--")) + (letters * 2 if len(letters) == 1 else letters)
+    return " ".join(option() for _ in range(rng.randint(1, 2)))
+
+
+def _placeholders(rng: random.Random) -> str:
+    """Placeholder tokens: one letter repeated (``xxx``, ``zzzz``)."""
+    return " ".join(rng.choice(_LETTERS) * rng.randint(2, 4) for _ in range(rng.randint(1, 3)))
+
+
+def _joined_runs(rng: random.Random) -> str:
+    """Short tokens joined by hyphens or underscores (``qx-zv-kr``, ``foo_bar_baz``)."""
+    joiner = rng.choice("-_")
+    return joiner.join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 4)))
+                       for _ in range(rng.randint(2, 4)))
+
+
+def _repeated_words(rng: random.Random) -> str:
+    """A word said over and over, as people test a search box (``meow meow``)."""
+    return " ".join([rng.choice(EVERYDAY_WORDS)] * rng.randint(2, 3))
+
+
+NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
+    "short tokens": _short_tokens, "consonant runs": _consonant_runs,
+    "keyboard mashes": _keyboard_mash, "long nonsense": _long_nonsense,
+    "single nonsense words": _single_word, "digits and punctuation": _digits_punctuation,
+    "random letters": _random_letters, "everyday nonsense": _everyday_nonsense,
+    "option letters": _option_letters, "placeholders": _placeholders,
+    "joined runs": _joined_runs, "repeated words": _repeated_words,
+}
+
+
+#: Shapes sampled more than PER_SHAPE times: real words that mean nothing together vary
+#: more in score than random letters do (some words happen to be near a concept).
+SAMPLES = tuning.NOISE_SAMPLES.value
+
+
+def gibberish_queries(per_shape: int = PER_SHAPE, seed: int = GIBBERISH_SEED
+                      ) -> list[tuple[str, str]]:
+    """(shape, query) pairs: ``per_shape`` seeded queries of every shape, plus mashes."""
+    rng = random.Random(seed)
+    out = [(shape, make(rng)) for shape, make in NOISE_SHAPES.items()
+           for _ in range(per_shape * SAMPLES.get(shape, 1))]
+    out += [("keyboard mashes", q) for q in KEYBOARD_MASHES]
+    return list(dict.fromkeys(out))
+
+
+def probe_queries(concepts: Sequence[tuple[str, str, str]], count: int = PROBE_COUNT,
+                  seed: int = GIBBERISH_SEED) -> list[tuple[str, str]]:
+    """(concept id, phrasing) probes from this corpus's own descriptions.
+
+    ``concepts`` are (id, label, description). A probe keeps the description's first
+    words that are not in the label, so it asks for the concept without naming it.
+    """
+    rng = random.Random(seed)
+    usable = []
+    for cid, label, description in concepts:
+        name_words = {w.lower() for w in re.split(r"[\W_]+", label) if w}
+        words = [w for w in _WORD.findall(description) if w.lower() not in name_words]
+        if len(words) >= PROBE_MIN_WORDS:
+            usable.append((cid, " ".join(words[:PROBE_MAX_WORDS]).lower()))
+    rng.shuffle(usable)
+    return usable[:count]
+
+
+def not_naming(noise: list[tuple[str, str]], labels: Iterable[str]
+               ) -> list[tuple[str, str]]:
+    """The noise queries left when those naming a concept are dropped: a random short
+    token that is a word of a concept's name (``-re``, ``-uu``, ``grp_nek_cy`` over the
+    standard library) is a query for it, not noise (short tokens count only in names:
+    :mod:`kg_fuse.server.search.understand`)."""
+    names = {t for label in labels for t in tokens(label) if short_token(t)}
+    return [(shape, q) for shape, q in noise
+            if not any(short_token(t) and t in names for t in tokens(q))]
+
+
+def choose_default(floor: float, margin: float = MARGIN) -> float:
+    """The rule; rounding first keeps 0.48 from becoming 0.49 through float noise."""
+    return min(1.0, math.ceil(round((floor + margin) * 100, 6)) / 100)
+
+
+def outliers_for(concept_count: int) -> int:
+    """How many noise-attracting concepts to leave out of the floor. Two guard a large
+    corpus against its junk concepts; in a small one few noise queries reach any concept
+    at all (the reading of the query keeps most at 0), and leaving out two of a handful
+    would drop the floor below nonsense it measured."""
+    return OUTLIERS if concept_count >= OUTLIER_CORPUS else SMALL_CORPUS_OUTLIERS
+
+
+def noise_floor(best: Sequence[Sequence[tuple[str, float]]], skip: int = OUTLIERS
+                ) -> tuple[float, list[str], list[float]]:
+    """(floor, outlier concept ids, per-query best scores).
+
+    ``best`` holds each noise query's top matches, best first. Each concept's highest
+    score among the noise queries it is the best match of is taken; the floor is the
+    ``skip + 1``-th highest of those, so the ``skip`` concepts that attract noise most
+    (typically a junk concept: an empty or garbled text near the centre of the
+    embedding space) cannot set it.
+    """
+    per_concept: dict[str, float] = {}
+    for hits in best:
+        if hits:
+            cid, score = hits[0]
+            per_concept[cid] = max(score, per_concept.get(cid, -1.0))
+    ranked = sorted(per_concept.items(), key=lambda kv: (-kv[1], kv[0]))
+    outliers = [cid for cid, _ in ranked[:skip]] if len(ranked) > skip else []
+    floor = ranked[len(outliers)][1] if ranked else 0.0
+    scores = [hits[0][1] if hits else 0.0 for hits in best]
+    return floor, outliers, scores
+
+
+@dataclass
+class CalibrationReport:
+    """What a calibration measured and what it chose."""
+
+    concept_count: int
+    gibberish_count: int
+    gibberish_median: float
+    gibberish_max: float
+    gibberish_worst_query: str
+    noise_floor: float = 0.0
+    outliers: list[str] = field(default_factory=list)  # labels
+    shapes: list[tuple[str, int, float, float]] = field(default_factory=list)
+    probes: list[tuple[str, float, str]] = field(default_factory=list)  # query, max, label
+    probes_found: int = 0
+    rule: str = RULE
+    default: float = FALLBACK_THRESHOLD
+    calibrated_at: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+Searcher = Callable[[list[str], int], list[list[tuple[str, float]]]]
+
+
+def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
+            calibrated_at: str = "") -> CalibrationReport:
+    """Measure noise and probes through ``search`` (queries, k -> top-k per query)."""
+    labels = {cid: label for cid, label, _ in concepts}
+    noise = not_naming(gibberish_queries(), labels.values())
+    tops = search([q for _, q in noise], 5)
+    floor, outliers, best = noise_floor(tops, outliers_for(len(concepts)))
+    default = choose_default(floor)
+    shapes = []
+    for shape in NOISE_SHAPES:
+        values = [b for (s, _), b in zip(noise, best, strict=True) if s == shape]
+        if values:
+            shapes.append((shape, len(values), round(statistics.median(values), 4),
+                           round(max(values), 4)))
+    probes = probe_queries(concepts)
+    found = 0
+    probe_rows = []
+    for (cid, query), hits in zip(probes, search([q for _, q in probes], PROBE_DEPTH), strict=True):
+        score = next((s for c, s in hits if c == cid), 0.0)
+        found += score >= default
+        probe_rows.append((query, round(score, 4), labels.get(cid, cid)))
+    worst = max(range(len(best)), key=best.__getitem__) if best else 0
+    return CalibrationReport(
+        concept_count=len(concepts), gibberish_count=len(noise),
+        gibberish_median=round(statistics.median(best), 4) if best else 0.0,
+        gibberish_max=round(max(best), 4) if best else 0.0,
+        gibberish_worst_query=noise[worst][1] if noise else "",
+        noise_floor=round(floor, 4), outliers=[labels.get(h, h) for h in outliers],
+        shapes=shapes, probes=probe_rows, probes_found=found, default=default,
+        calibrated_at=calibrated_at)
+
+
+def drifted(calibrated_count: int, current_count: int,
+            fraction: float = RECALIBRATE_FRACTION) -> bool:
+    """Whether the corpus changed enough since calibration to calibrate again."""
+    if calibrated_count <= 0:
+        return current_count > 0
+    return abs(current_count - calibrated_count) > fraction * calibrated_count
+
+
+def format_report(report: CalibrationReport) -> str:
+    """The calibration table, as plain text (pure: no model, no server)."""
+    lines = [
+        f"Calibration over {report.concept_count} concepts (all-MiniLM-L6-v2, fused views "
+        "+ keywords: the score searches return)",
+        "",
+        f"{'noise shape':<28} {'n':>4} {'median':>7} {'max':>7}",
+    ]
+    for shape, n, median, top in report.shapes:
+        lines.append(f"{shape:<28} {n:>4} {median:>7.3f} {top:>7.3f}")
+    lines += [
+        f"{'all noise':<28} {report.gibberish_count:>4} {report.gibberish_median:>7.3f} "
+        f"{report.gibberish_max:>7.3f}",
+        f"  worst noise query: {report.gibberish_worst_query!r}",
+        f"  concepts left out of the floor: {', '.join(report.outliers) or 'none'}",
+        f"  noise floor: {report.noise_floor:.3f}",
+        "",
+        f"{'relevant probe (from this corpus)':<52} {'score':>6}  expected concept",
+    ]
+    for query, score, label in report.probes[:12]:
+        lines.append(f"{query[:52]:<52} {score:>6.3f}  {label}")
+    if report.probes:
+        lines.append(f"probes listing their concept at the default: {report.probes_found}/"
+                     f"{len(report.probes)}")
+    lines += ["", f"rule: {report.rule}", f"default: {report.default:.2f}"]
+    if report.calibrated_at:
+        lines.append(f"calibrated at: {report.calibrated_at}")
+    return "\n".join(lines)

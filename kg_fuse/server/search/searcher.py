@@ -1,0 +1,211 @@
+"""The search's one state object: the index, the corpus's vocabulary and the lexicon,
+and what is done with them (read a query, score it, search, the near-miss hint).
+
+Methods are blocking; routes call them through worker threads. The index and the
+vocabulary are swapped in as new references when content changes (the knowledge graph
+decides when: :class:`kg_fuse.server.service.KnowledgeGraph`), so a search that took
+them once never sees them half-updated, and every cache keyed by them empties itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.search import keywords, tuning
+from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
+from kg_fuse.server.search.lexicon import wordnet
+from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
+from kg_fuse.server.store import Store
+
+log = logging.getLogger(__name__)
+
+NEAR_MISS_FLOOR = tuning.NEAR_MISS_FLOOR.value
+#: A page shorter than this gets the near-miss hint and the closest concepts.
+NEAR_MISS_SHORT = tuning.NEAR_MISS_SHORT.value
+NEAR_MISS_DEPTH = tuning.NEAR_MISS_DEPTH.value
+NEAR_MISS_STEP = tuning.NEAR_MISS_STEP.value
+#: Closest concepts below the threshold named when a page comes back short.
+CLOSEST = tuning.CLOSEST.value
+#: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
+PREPARED_QUERIES = 1024
+
+
+@dataclass
+class NearMiss:
+    """The near-miss hint of a search that came back short."""
+
+    count: int
+    suggested: float
+    top_id: str
+    top_score: float
+
+
+class PreparedQuery(NamedTuple):
+    """What a search needs of its query text (:meth:`Searcher.prepared`)."""
+
+    vector: np.ndarray
+    keyword: KeywordRows
+
+
+@dataclass
+class SearchOutcome:
+    threshold: float
+    page: list[tuple[str, float]]
+    near_miss: NearMiss | None
+    #: the closest concepts below the threshold when the page came back short (ours)
+    closest: list[tuple[str, float]] = field(default_factory=list)
+
+
+class Searcher:
+    """Index, vocabulary and lexicon, with reading, scoring and searching over them."""
+
+    def __init__(self, store: Store, embedder: Embedder) -> None:
+        self.store = store  # keyword lookups (FTS5) and the index's stored vectors
+        self.embedder = embedder
+        self.index = ConceptIndex()
+        self.vocabulary = Vocabulary()
+        self.lexicon = wordnet()
+        self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
+            None, keywords.TermCache())
+        self._prepared: GenerationCache[str, PreparedQuery] = GenerationCache(
+            PREPARED_QUERIES)
+
+    # -- reading and scoring a query ---------------------------------------------------
+
+    def read(self, query: str) -> QueryReading:
+        """The query's words read against this corpus (:mod:`.understand`)."""
+        return read_query(query, self.vocabulary, self.lexicon)
+
+    def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex
+                     ) -> tuple[np.ndarray, KeywordRows]:
+        """The query vector and its keyword rows: the two halves of the final score.
+
+        Each concept's vector score is scaled by how familiar the query's words are
+        there (:meth:`QueryReading.familiarity`): the vector carries the best case, the
+        keyword rows each concept's own share of it and ``rest`` everyone else's. A
+        query of noise (familiarity 0 even at its best) has neither: no keyword lookups.
+        """
+        best = reading.familiarity(None)
+        if best <= 0:
+            return vector * np.float32(0.0), index.keyword_rows({})
+        match = self.keyword_scores(reading, index)
+        factors = {cid: reading.familiarity(at) / best for cid, at in match.bridged.items()}
+        rest = reading.familiarity({}) / best
+        return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest)
+
+    def keyword_scores(self, reading: QueryReading, index: ConceptIndex
+                       ) -> keywords.KeywordMatch:
+        """The query's keyword scores (FTS5), under the store lock.
+
+        Term lookups are cached per index generation: every change of the indexed text
+        also swaps the index, which drops the cache.
+        """
+        owner, cache = self._term_cache
+        if owner is not index:
+            cache = keywords.TermCache()
+            self._term_cache = (index, cache)
+        with self.store.locked() as conn:
+            return keywords.keyword_scores(conn, reading, len(index), cache=cache)
+
+    def prepared(self, query: str) -> PreparedQuery:
+        """The query's vector (familiarity applied) and keyword rows, cached per index
+        generation: a mount repeats the same few queries at every refresh, and the
+        embedding is most of a search's cost."""
+        index = self.index
+        generation = (index, self.vocabulary)
+        found = self._prepared.get(generation, query)
+        if found is None:
+            reading = self.read(query)
+            vector, keyword = self.scored_query(
+                reading, self.embedder.encode_one(reading.embedded_text(query)), index)
+            found = PreparedQuery(vector, keyword)
+            self._prepared.put(generation, query, found)
+        return found
+
+    # -- searching ---------------------------------------------------------------------
+
+    def search(self, query: str, threshold: float, limit: int, offset: int,
+               ontology: str | None) -> SearchOutcome:
+        """Hybrid score, filter, page, then the near-miss hint (blocking)."""
+        index = self.index
+        vector, keyword = self.prepared(query)
+        page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
+                            keyword=keyword)[offset:]
+        short = len(page) < NEAR_MISS_SHORT
+        closest: list[tuple[str, float]] = []
+        if short and offset == 0 and threshold > 0:
+            closest = [(cid, s) for cid, s in index.search(
+                vector, 1e-6, ontology=ontology, top_k=len(page) + CLOSEST,
+                keyword=keyword) if s < threshold][:CLOSEST]
+        near_miss = None
+        if short and threshold > NEAR_MISS_FLOOR:
+            near_miss = _near_miss(index.search(
+                vector, NEAR_MISS_FLOOR, ontology=ontology, top_k=NEAR_MISS_DEPTH * limit,
+                keyword=keyword), threshold)
+        return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
+                             closest=closest)
+
+    def search_many(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
+        """Each query's top ``k`` final scores (calibration; one embedding batch)."""
+        index = self.index
+        readings = [self.read(q) for q in queries]
+        vectors = self.embedder.encode([r.embedded_text(q)
+                                        for r, q in zip(readings, queries, strict=True)])
+        found = []
+        for reading, raw in zip(readings, vectors, strict=True):
+            vector, keyword = self.scored_query(reading, raw, index)
+            found.append(index.search(vector, 0.0, top_k=k, keyword=keyword))
+        return found
+
+    # -- the index's changes (the knowledge graph decides when) -------------------------
+
+    def reload(self) -> None:
+        """The index and vocabulary read afresh from the store."""
+        self.index = ConceptIndex.load(self.store)
+        with self.store.locked() as conn:
+            self.vocabulary = keywords.load_vocabulary(conn)
+
+    def add(self, concept_ids: list[str], touched: Iterable[str] = (),
+            texts: Iterable[str] = ()) -> None:
+        """Fuse the new concepts' stored views into a new index and swap it in; the
+        ``touched`` concepts (evidence added or removed) get their ontologies again.
+        ``texts``: the new concepts' keyword-indexed text (their words join the
+        vocabulary)."""
+        regrouped = [c for c in touched if c in self.index.row_of]
+        if concept_ids or regrouped:
+            self.index = self.index.changed(
+                added=load_fused(self.store, concept_ids),
+                members=memberships(self.store, list(concept_ids) + regrouped))
+        if concept_ids:
+            with self.store.locked() as conn:
+                names = keywords.load_names(conn)
+            self.vocabulary = self.vocabulary.with_words(text_words(texts)).with_names(names)
+
+    def remove(self, gone: set[str], regrouped: Iterable[str] = (),
+               dropped_ontology: str | None = None) -> None:
+        """Swap in an index without the ``gone`` concepts; the ``regrouped`` ones get
+        their ontologies again, and ``dropped_ontology`` loses every member."""
+        members: Mapping[str, frozenset[str]] | None = None
+        regrouped = [c for c in regrouped if c not in gone]
+        if regrouped:
+            members = memberships(self.store, regrouped)
+        self.index = self.index.changed(removed=gone, members=members,
+                                        dropped_ontology=dropped_ontology)
+
+
+def _near_miss(hits: list[tuple[str, float]], threshold: float) -> NearMiss | None:
+    """The contract's hint from the hits down to NEAR_MISS_FLOOR: how many fell below
+    the threshold, a threshold that lists them all, and the best of them."""
+    below = [(cid, s) for cid, s in hits if s < threshold]
+    if not below:
+        return None
+    return NearMiss(count=len(below), suggested=round(min(s for _, s in below)
+                                                      - NEAR_MISS_STEP, 2),
+                    top_id=below[0][0], top_score=below[0][1])

@@ -1,0 +1,246 @@
+"""Every tuned number of the search, in one table: its value, what it is for, and which
+evaluation figure chose it.
+
+The modules of :mod:`kg_fuse.server.search` read their numbers from here (each keeps
+its old constant name as an alias, so ``understand.TYPO_PENALTY`` is this table's
+``TYPO_PENALTY.value``). The figures named are those docs/eval.md and docs/server.md
+record, round by round; where none was recorded the entry says so ("not measured: set
+by hand"). Change a value only with ``kg-fuse eval`` figures from before and after,
+and write them into ``chosen_by``. ``python -m kg_fuse.server.search.tuning`` prints
+the table.
+
+Not here, because they bound cost or guard against hostile input rather than trade
+relevance against noise: the query's word count and word length
+(``understand.MAX_TERMS``, ``MAX_WORD_CHARS``), the typo range of 5 to 40 letters
+(``understand.TYPO_MIN_CHARS``, ``TYPO_MAX_CHARS``), cache sizes
+(``keywords.CACHED_TERMS``, ``searcher.PREPARED_QUERIES``), the scan's block size and
+rounding margin (:mod:`.scan`), the acronym reader's text windows (120 and 200
+characters), request size caps (:mod:`kg_fuse.limits`). Nor the shapes of the
+calibration's noise (how many letters a random token has: they define each shape,
+described in docs/server.md, and live with their generators in :mod:`.calibrate`), nor
+the halving in the presets' rule ("halfway towards ..."), which is the rule's form. The
+ingest's own numbers (three SIMILAR_TO neighbours, the 0.92 near-duplicate warning)
+are not the search's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+NOT_MEASURED = "not measured: set by hand"
+
+
+@dataclass(frozen=True)
+class Tuned(Generic[T]):
+    """One tuned number (or a small mapping of them)."""
+
+    value: T
+    purpose: str
+    chosen_by: str
+
+
+# -- the final score: vectors, views and keywords (index.py, views.py, keywords.py) ------
+
+KEYWORD_WEIGHT = Tuned(
+    0.3, "how much a full keyword match lifts a score: v + w * kw * (1 - v)",
+    "eval, second round: 0.3 listed 126/136 stdlib with 0/59 gibberish; 0.2 let "
+    "gibberish list (stdlib 1/59, heldout 1/81); 0.4 and 0.5 listed 120 and 105/136")
+VIEW_WEIGHTS = Tuned(
+    {"name": 0.0, "description": 1.0, "examples": 0.0},
+    "the fused vector's weight of each view of a concept (only weighted views are "
+    "embedded)",
+    "eval on the full stdlib (docs/server.md, fused views): label + description alone "
+    "with keywords 110/136, fused 0.2/0.6/0.2 with keywords 105/136, fused without "
+    "keywords 94/136")
+EXAMPLES_CHARS = Tuned(
+    400, "the examples view's text is cut here (one long docstring cannot dominate "
+    "the build)", NOT_MEASURED)
+SHORT_SUMMARY_WORDS = Tuned(
+    5, "a first paragraph of at most this many words reads on into the next ones in "
+    "the description view",
+    "eval, third round: 5 words or fewer found `enumerate` (130/136, with margin 0.03); "
+    "under 10 words lost `bytes.decode` and `combinations` (129/136)")
+ELABORATION_CHARS = Tuned(
+    300, "how much of the following text such a short summary reads on into",
+    NOT_MEASURED)
+KEYWORD_PER_TERM = Tuned(
+    200, "keyword candidates fetched per query term (bm25 top rows)", NOT_MEASURED)
+COMMON_FRACTION = Tuned(
+    0.1, "a term in more than this share of concepts carries no keyword weight",
+    NOT_MEASURED)
+BM25_WEIGHTS = Tuned(
+    (0.0, 4.0, 1.0, 2.0, 1.0), "bm25() column weights: concept id, name, signature, "
+    "description, examples", NOT_MEASURED)
+
+# -- reading the query (understand.py) ---------------------------------------------------
+
+TYPO_PENALTY = Tuned(
+    0.5, "a typo's unfamiliarity, and the share of the word its correction carries",
+    NOT_MEASURED)
+UNFAMILIAR_DISCOUNT = Tuned(
+    0.4, "how much of the vector score a query loses as its words grow unfamiliar: "
+    "1 - d * mean unfamiliarity",
+    "eval, second round: 0.3 let `xkcdq` list (1/59); 0.4 0/59 and 125/136; 0.5 124/136. "
+    "Third round: 0.5 again lost a kitchen query (60/61). Fourth round: 0.5 and 0.6 "
+    "lowered the defaults and gained nothing")
+MISSING_WEIGHT = Tuned(
+    {"meaning": 1.0, "name": 1.0, "unknown": 0.5, "english": 0.4},
+    "what a word weighs against a concept it has no evidence at, by reading; where the "
+    "words against outweigh those for, the query is noise there",
+    "eval, fourth round: weighing words for and against a concept was kept over a rule "
+    "by the share of unknown words (which lost `cornmeal porridge`); the weights "
+    "themselves not measured: set by hand")
+SUPPORT = Tuned(
+    {"corpus": 1.0, "form": 1.0, "typo": 0.5, "name": 1.0},
+    "what a word weighs for a concept, by reading (a meaning: its bridge's factor)",
+    "as MISSING_WEIGHT: the rule chosen in the fourth round, the weights set by hand")
+BRIDGE_FACTORS = Tuned(
+    {"synonym": 0.8, "broader": 0.6, "related": 0.6, "broader2": 0.4, "gloss": 0.45},
+    "the share of a word a WordNet bridge carries, by relation (the order breaks ties)",
+    "eval, fourth round: WordNet's meanings took kitchen-words from 10 to 22/30 and "
+    "gibberish listing from 4/1/5 to 0/0/2 (stdlib/kitchen/man); the factors themselves "
+    "not measured: set by hand. Fifth round: weighting a broader term by its own number "
+    "of meanings lowered the defaults (man 0.22 to 0.17), dropped")
+MULTIWORD_FACTOR = Tuned(
+    0.75, "a word out of a multi-word WordNet name (\"loaf of bread\" -> bread) carries "
+    "this much of its bridge", NOT_MEASURED)
+SENSES = Tuned(3, "meanings read per part of speech, most frequent first", NOT_MEASURED)
+SENSE_DECAY = Tuned(
+    0.85, "each less frequent meaning's bridges count this much less", NOT_MEASURED)
+MAX_BRIDGES = Tuned(6, "corpus words kept per query word", NOT_MEASURED)
+GLOSS_MAX_SENSES = Tuned(
+    5, "a definition's word bridges only when it has at most this many meanings (a "
+    "specific thing or action)", NOT_MEASURED)
+EMBEDDED_BRIDGES = Tuned(
+    2, "bridges (synonyms, broader terms) added to the embedded text of a word read "
+    "through its meaning: `spaghetti (pasta, dish)`",
+    "eval, fourth round: embedding the meanings took kitchen-words from 22 to 26/30 and "
+    "the man pages' default from 0.14 to 0.22 (gibberish 2 to 0), at one stdlib-everyday "
+    "query in each half; the count 2 not measured: set by hand")
+EMBED_BRIDGES_UP_TO = Tuned(
+    2, "queries of at most this many words are embedded with their bridges (a longer "
+    "query gives the model its own context)", "as EMBEDDED_BRIDGES")
+SHOWN_MIN_FACTOR = Tuned(
+    0.4, "the weakest bridge `words read as` shows (display only: the search weighs all)",
+    "chosen by reading every reading of the everyday sets' words: below 0.4 only distant "
+    "classes remain (`spaghetti -> food`); no eval figure")
+MIN_WORD_CHARS = Tuned(
+    3, "shorter words are not looked up in WordNet (ss, xx, a)", NOT_MEASURED)
+MIN_FORM_CHARS = Tuned(
+    4, "shorter words have no other forms (oop is not oops)", NOT_MEASURED)
+SHORT_TOKEN_CHARS = Tuned(
+    4, "a non-English token this short counts only where a concept's name holds it "
+    "(foo, cwd)",
+    "eval, fourth round (token shapes): `-ss`, `xxx`, `foo bar baz` stopped listing; "
+    "the length itself not measured: set by hand")
+AFFIX_CHARS = Tuned(
+    3, "... or where a name word ends with it after at most this many more letters "
+    "(cwd in getcwd)", NOT_MEASURED)
+
+# -- acronyms the corpus defines (acronyms.py) -------------------------------------------
+
+ACRONYM_CHARS = Tuned(
+    (2, 10), "the length of a short form (at least, at most)",
+    "Schwartz & Hearst (2003); not measured here. The acronyms as a whole: eval, second "
+    "round, 125 to 126/136")
+ACRONYM_WINDOW = Tuned(
+    (5, 2), "a long form before its (SF) is at most min(len(SF) + a, b * len(SF)) words",
+    "Schwartz & Hearst (2003); not measured here")
+ACRONYM_EXTRA_WORDS = Tuned(
+    2, "a long form has at most this many words more than its acronym has letters",
+    NOT_MEASURED)
+
+# -- the default threshold (calibrate.py) ------------------------------------------------
+
+FALLBACK_THRESHOLD = Tuned(
+    0.6, "the default before any calibration (and when the setting is unreadable)",
+    "ADR-508's fallback; not measured")
+NOISE_MARGIN = Tuned(
+    0.03, "default = the noise floor + this, rounded up to hundredths",
+    "eval, third round: at 0.02 the worst real-word nonsense (0.275 on the stdlib) "
+    "listed over a default of 0.27 (1/59); 0.03 gave 0/59 and 130/136 (fitted to the "
+    "shipped stdlib gibberish: the real safety is thin)")
+NOISE_OUTLIERS = Tuned(
+    2, "concepts attracting the most noise left out of the floor (a junk concept "
+    "cannot drag the default)", NOT_MEASURED)
+SMALL_CORPUS_OUTLIERS = Tuned(
+    1, "... in a corpus of fewer than OUTLIER_CORPUS concepts",
+    "the man pages (docs/server.md): leaving out two dropped the default from 0.22 to "
+    "0.14, below the eval's own nonsense (`tuesday window theory`, 0.17)")
+OUTLIER_CORPUS = Tuned(
+    1000, "the corpus size from which NOISE_OUTLIERS apply", NOT_MEASURED)
+NOISE_PER_SHAPE = Tuned(30, "seeded noise queries of each shape", NOT_MEASURED)
+NOISE_SAMPLES = Tuned(
+    {"everyday nonsense": 2}, "shapes sampled this many times NOISE_PER_SHAPE",
+    "eval, third round: 30 everyday-word sentences let 2/59 gibberish list; 60 gave "
+    "0/59. Fourth round: more samples raised the stdlib default to 0.35 (128/136)")
+GIBBERISH_SEED = Tuned(
+    508, "the seed of the noise and of the probes' sample (a calibration is "
+    "reproducible)", "not tuned: any fixed seed (named after ADR-508)")
+PROBE_COUNT = Tuned(
+    40, "relevant probes drawn from the corpus (reported; their median sets `exact`)",
+    NOT_MEASURED)
+PROBE_WORDS = Tuned(
+    (4, 8), "a probe is its concept's description words not in its name: at least, "
+    "at most", NOT_MEASURED)
+PROBE_DEPTH = Tuned(
+    50, "a probe's concept counts when within this many results",
+    "the mount's default listing limit; not measured")
+RECALIBRATE_FRACTION = Tuned(
+    0.2, "a calibrated default is recalibrated when the corpus grew or shrank by more "
+    "than this share", NOT_MEASURED)
+
+# -- the presets (presets.py) --------------------------------------------------------------
+
+EXACT_STEP = Tuned(
+    0.05, "`exact` is at least the default + this",
+    "not measured: set by hand (the full stdlib gives exact 0.49 at default 0.28)")
+EXACT_CAP = Tuned(0.99, "`exact` is at most this", NOT_MEASURED)
+COMPREHENSIVE_STEP = Tuned(
+    0.02, "`comprehensive` is at least this below the default", NOT_MEASURED)
+COMPREHENSIVE_MAX_DROP = Tuned(
+    0.10, "`comprehensive` is at most this below the default (below it: noise)",
+    "not measured: set by hand (the full stdlib gives comprehensive 0.18, this floor)")
+FALLBACK_OFFSETS = Tuned(
+    {"exact": 0.10, "comprehensive": -0.06},
+    "the presets' offsets from the default without a calibration report",
+    "not measured: the mount's own fallback (kg_fuse/fs/threshold.py PRESET_OFFSETS), "
+    "which they must equal")
+
+# -- the near-miss hint (searcher.py) ------------------------------------------------------
+
+NEAR_MISS_FLOOR = Tuned(
+    0.3, "the hint searches again down to this score",
+    "the platform's rule (API contract); not ours to tune")
+NEAR_MISS_SHORT = Tuned(
+    3, "a page with fewer results than this gets the hint and the closest concepts",
+    "the platform's rule (API contract)")
+NEAR_MISS_DEPTH = Tuned(
+    2, "the hint looks at this many times the page's limit",
+    "the platform's rule (API contract)")
+NEAR_MISS_STEP = Tuned(
+    0.02, "suggested threshold = the lowest near miss's score - this, two decimals",
+    "the platform's rule (API contract)")
+CLOSEST = Tuned(
+    5, "closest concepts below the threshold named when a page comes back short (ours)",
+    NOT_MEASURED)
+
+#: Every entry, in the order above: name -> entry.
+TABLE: dict[str, Tuned] = {name: entry for name, entry in globals().items()
+                           if isinstance(entry, Tuned)}
+
+
+def render() -> str:
+    """The table as plain text."""
+    lines = []
+    for name, entry in TABLE.items():
+        lines += [f"{name} = {entry.value!r}", f"    for: {entry.purpose}",
+                  f"    chosen by: {entry.chosen_by}"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render())

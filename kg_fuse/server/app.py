@@ -37,7 +37,7 @@ def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
     Its lifespan owns the ingestion worker: run the app under a server that runs the
     lifespan (uvicorn does; in-process, enter ``app.router.lifespan_context(app)``).
     """
-    jobs = JobRunner(graph)
+    jobs = JobRunner(graph, graph.store)  # the composition root: the one place they meet
     jobs.fail_interrupted()
 
     @asynccontextmanager

@@ -374,7 +374,7 @@ def _stored_report(db: Path) -> str | None:
     import json
     import sqlite3
 
-    from kg_fuse.server.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
+    from kg_fuse.server.search.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
 
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         row = conn.execute("SELECT value FROM settings WHERE key = ?",
@@ -399,7 +399,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         print(report_text)
         return 0
     _setup_logging()
-    from kg_fuse.server.calibrate import format_report
+    from kg_fuse.server.search.calibrate import format_report
 
     graph = _open_graph(args.data_dir)
     try:

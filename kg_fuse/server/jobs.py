@@ -42,6 +42,7 @@ from kg_fuse.server import repository
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,10 @@ def _mib(size: int) -> str:
 class JobRunner:
     """Creates job rows and runs them sequentially in the background."""
 
-    def __init__(self, graph: KnowledgeGraph, limits: IngestLimits | None = None) -> None:
-        self.graph = graph
+    def __init__(self, graph: KnowledgeGraph, store: Store,
+                 limits: IngestLimits | None = None) -> None:
+        self.graph = graph  # what a job changes: content, index, calibration
+        self.store = store  # the job rows
         self.limits = limits or IngestLimits()
         self._queue: MemoryObjectSendStream[QueuedJob] | None = None
         self._stopping = threading.Event()
@@ -164,7 +167,7 @@ class JobRunner:
 
     def fail_interrupted(self) -> None:
         """Jobs a previous process left unfinished cannot resume: mark them failed."""
-        with self.graph.store.transaction() as conn:
+        with self.store.transaction() as conn:
             n = conn.execute(
                 "UPDATE jobs SET status = 'failed', error = ?, completed_at = ? "
                 "WHERE status NOT IN ('completed', 'failed', 'cancelled')",
@@ -175,7 +178,7 @@ class JobRunner:
     def existing_job(self, digest: str, ontology: str) -> dict | None:
         """The newest job for this content into this ontology (duplicates are per
         ontology, as on the platform)."""
-        row = self.graph.store.query_one(
+        row = self.store.query_one(
             "SELECT id, status FROM jobs WHERE content_hash = ? AND ontology = ? "
             "ORDER BY created_at DESC", (digest, ontology))
         return None if row is None else dict(row)
@@ -183,7 +186,7 @@ class JobRunner:
     def insert(self, digest: str, filename: str, ontology: str, client_id: str) -> str:
         """Record a pending job (blocking); :meth:`start` then runs it."""
         job_id = f"job_{secrets.token_hex(6)}"
-        with self.graph.store.transaction() as conn:
+        with self.store.transaction() as conn:
             conn.execute(
                 "INSERT INTO jobs(id, job_type, status, created_at, ontology, filename, "
                 "content_hash, client_id) VALUES (?, 'ingestion', 'pending', ?, ?, ?, ?, ?)",
@@ -202,7 +205,7 @@ class JobRunner:
             if key in fields and fields[key] is not None:
                 fields[key] = json.dumps(fields[key])
         assignments = ", ".join(f"{k} = ?" for k in fields)
-        with self.graph.store.transaction() as conn:
+        with self.store.transaction() as conn:
             conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?",
                          (*fields.values(), job_id))
 
@@ -243,7 +246,7 @@ class JobRunner:
                                        "chunks_total": len(doc.chunks),
                                        "concepts_total": total})
         self._check_stopping()
-        held = repository.document_in_ontology(self.graph.store, text, ontology)
+        held = repository.document_in_ontology(self.store, text, ontology)
         if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
             self.graph.remove_document(held)
         outcome = self.graph.add_documents([doc], created_by=job_id,
@@ -251,7 +254,7 @@ class JobRunner:
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
                         "document_id": repository.document_in_ontology(
-                            self.graph.store, text, ontology)}
+                            self.store, text, ontology)}
         if outcome.near_duplicates:
             result["warnings"] = [near_duplicate_warning(d) for d in outcome.near_duplicates]
             result["near_duplicates"] = outcome.near_duplicates
@@ -264,7 +267,7 @@ class JobRunner:
                  ontology, embedded, time.time() - started)
 
     def get(self, job_id: str) -> dict | None:
-        row = self.graph.store.query_one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        row = self.store.query_one("SELECT * FROM jobs WHERE id = ?", (job_id,))
         if row is None:
             return None
         return {

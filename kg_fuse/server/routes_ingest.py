@@ -35,7 +35,7 @@ def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> Ontolo
     from kg_fuse.server.routes_catalog import ontology_info
 
     try:
-        content.create_ontology(ctx.graph.store, body.name, body.description,
+        content.create_ontology(ctx.store, body.name, body.description,
                                 created_by=user.client_id)
     except FileExistsError:
         raise HTTPException(status_code=409,
@@ -79,7 +79,7 @@ async def ingest(
     digest = content_hash(text)
     jobs = ctx.jobs
     if not force:
-        stored = await run_in_threadpool(repository.document_in_ontology, ctx.graph.store,
+        stored = await run_in_threadpool(repository.document_in_ontology, ctx.store,
                                          text, ontology)
         previous = await run_in_threadpool(jobs.existing_job, digest, ontology)
         active = previous is not None and previous["status"] in ("pending", "running")

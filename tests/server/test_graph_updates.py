@@ -97,7 +97,7 @@ def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> N
 
 def test_near_duplicate_section_is_a_warning_not_an_error(graph: KnowledgeGraph) -> None:
     admin_default(graph)
-    runner = JobRunner(graph)
+    runner = JobRunner(graph, graph.store)
     first = runner.insert("h1", "sauces.md", "kitchen", "test")
     runner._work(QueuedJob(first, SAUCES, "sauces.md", "kitchen", "test", 0))
     assert "warnings" not in runner.get(first)["result"]
@@ -322,7 +322,7 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
 def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
         graph: KnowledgeGraph) -> None:
     admin_default(graph)
-    runner = JobRunner(graph)
+    runner = JobRunner(graph, graph.store)
     for n, ontology in enumerate(("kitchen", "baking", "baking")):  # the last one forced
         job = runner.insert(f"h{n}", "bread.md", ontology, "test")
         runner._work(QueuedJob(job, BREAD, "bread.md", ontology, "test", 0))

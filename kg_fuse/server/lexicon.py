@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -47,12 +48,14 @@ HYPERNYMS = ("@", "@i")
 RELATED = ("+", "&", "\\")
 
 _stemmer = snowballstemmer.stemmer("english")
+_stemmer_lock = threading.Lock()  # the stemmer keeps the word in itself while it works
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The Snowball English stem of a lower-case word."""
-    return _stemmer.stemWord(word)
+    with _stemmer_lock:
+        return _stemmer.stemWord(word)
 
 
 @dataclass(frozen=True)

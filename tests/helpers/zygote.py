@@ -1,7 +1,7 @@
 """Servers and mounts forked from processes that have already imported their libraries.
 
-Importing torch, transformers and sentence-transformers costs every server start about
-ten seconds of CPU, and the suite starts some thirty servers; importing pyfuse3, trio and
+Importing numpy, ONNX Runtime, FastAPI and uvicorn costs every server start about a
+second of CPU, and the suite starts some thirty servers; importing pyfuse3, trio and
 httpx costs every mount about half a second, and the suite mounts some two hundred times.
 A zygote process, one per kind and test process, imports that kind's libraries once
 (none of kg-fuse's own modules: kg-fuse is imported, and reads its environment, in each
@@ -31,8 +31,7 @@ from typing import Any
 # kind -> (the module its children run as ``python -m``, the libraries it imports first)
 KINDS = {
     "server": ("kg_fuse.server.commands",
-               ("numpy", "torch", "transformers", "sentence_transformers",
-                "transformers.models.bert.modeling_bert", "fastapi", "uvicorn", "anyio",
+               ("numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "anyio",
                 "httpx", "pydantic")),
     "mount": ("kg_fuse.cli", ("pyfuse3", "trio", "httpx", "cachetools", "tenacity",
                               "platformdirs", "tomli_w")),
@@ -91,7 +90,7 @@ class Zygote:
             [sys.executable, "-m", "tests.helpers.zygote", kind], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+            env=dict(os.environ))
         self._ready = False  # it imports while the test process goes on
 
     def _wait_ready(self) -> None:
@@ -180,6 +179,8 @@ def _serve(kind: str) -> None:
     import importlib
 
     module, preload = KINDS[kind]
+    # as kg_fuse.server.embedder does before importing onnxruntime (it reads it then)
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     for name in preload:
         importlib.import_module(name)
     out = sys.stdout.buffer

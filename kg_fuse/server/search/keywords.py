@@ -35,6 +35,8 @@ correction helps without ever making the word count fully.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import sqlite3
 from collections.abc import Iterable
@@ -42,8 +44,10 @@ from typing import NamedTuple
 
 from cachetools import LRUCache
 
-from kg_fuse.server.search import tuning
+from kg_fuse.server.search import lexicon, tuning
 from kg_fuse.server.search.understand import QueryReading, Vocabulary
+
+log = logging.getLogger(__name__)
 
 PER_TERM = tuning.KEYWORD_PER_TERM.value  # keyword candidates fetched per query term
 COMMON_FRACTION = tuning.COMMON_FRACTION.value
@@ -77,11 +81,43 @@ def idf(total: int, doc_count: int) -> float:
     return max(0.0, math.log((total - doc_count + 0.5) / (doc_count + 0.5)))
 
 
+#: The stems of the keyword index's terms, kept in the store's settings
+STEMS_KEY = "vocabulary_stems"
+
+
 def load_vocabulary(conn: sqlite3.Connection) -> Vocabulary:
     """Every term of the keyword index, by stem too (for word forms), and the words of
     concepts' names."""
-    return Vocabulary.of((r[0] for r in conn.execute("SELECT term FROM concept_terms")),
-                         load_names(conn))
+    terms = [r[0] for r in conn.execute("SELECT term FROM concept_terms")]
+    _remember_stems(conn, terms)
+    return Vocabulary.of(terms, load_names(conn))
+
+
+def _remember_stems(conn: sqlite3.Connection, terms: list[str]) -> None:
+    """Stems kept from the last start: stemming the standard library's 9,929 terms in
+    Python took 0.75 s of every start (a quarter of it, on a loaded machine). Kept with
+    the stemmer's name and version, so another stemmer's are never used; written again
+    whenever the terms have changed."""
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (STEMS_KEY,)).fetchone()
+    kept: dict[str, str] = {}
+    try:
+        saved = json.loads(row[0]) if row is not None else {}
+    except ValueError:
+        saved = None
+    if not isinstance(saved, dict):
+        log.warning("unreadable %s setting; stemming the vocabulary again", STEMS_KEY)
+    elif saved.get("stemmer") == lexicon.STEMMER and isinstance(saved.get("stems"), dict):
+        kept = saved["stems"]
+    lexicon.known_stems(kept)
+    if all(term in kept for term in terms):
+        return
+    stems = {term: lexicon.stem(term) for term in terms}
+    try:
+        conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO "
+                     "UPDATE SET value = excluded.value",
+                     (STEMS_KEY, json.dumps({"stemmer": lexicon.STEMMER, "stems": stems})))
+    except sqlite3.Error as exc:  # a read-only store: stem again next time
+        log.info("could not keep the vocabulary's stems: %s", exc)
 
 
 def load_names(conn: sqlite3.Connection) -> frozenset[str]:

@@ -19,8 +19,11 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 
 import snowballstemmer
@@ -46,13 +49,32 @@ DETACH = {
 HYPERNYMS = ("@", "@i")
 RELATED = ("+", "&", "\\")
 
+#: Which stemmer made a stem: stems kept in a store are used only if it is this one.
+STEMMER = f"snowballstemmer-{version('snowballstemmer')}-english"
+CACHED_STEMS = 65536
 _stemmer = snowballstemmer.stemmer("english")
+_stemmer_lock = threading.Lock()  # the stemmer keeps the word in itself while it works
+_stems: dict[str, str] = {}
 
 
-@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """The Snowball English stem of a lower-case word."""
-    return _stemmer.stemWord(word)
+    """The Snowball English stem of a lower-case word (cached: the corpus's words and
+    the queries' are looked up again and again)."""
+    found = _stems.get(word)
+    if found is None:
+        with _stemmer_lock:
+            found = _stemmer.stemWord(word)
+        if len(_stems) < CACHED_STEMS:
+            _stems[word] = found
+    return found
+
+
+def known_stems(stems: Mapping[str, str]) -> None:
+    """Take stems this :data:`STEMMER` made before (a store keeps its corpus's)."""
+    for word, found in stems.items():
+        if len(_stems) >= CACHED_STEMS:
+            break
+        _stems.setdefault(word, found)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ NOT_TUNED = {
     ("understand.py", "MAX_TERMS"), ("understand.py", "MAX_WORD_CHARS"),
     ("understand.py", "TYPO_MIN_CHARS"), ("understand.py", "TYPO_MAX_CHARS"),
     ("keywords.py", "CACHED_TERMS"), ("searcher.py", "PREPARED_QUERIES"),
+    ("lexicon.py", "CACHED_STEMS"),
     ("scan.py", "BLOCK_ROWS"), ("scan.py", "_MARGIN"), ("understand.py", "UNFAMILIARITY"),
 }
 

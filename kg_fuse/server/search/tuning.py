@@ -14,8 +14,8 @@ relevance against noise: the query's word count and word length
 (``understand.MAX_TERMS``, ``MAX_WORD_CHARS``), the typo range of 5 to 40 letters
 (``understand.TYPO_MIN_CHARS``, ``TYPO_MAX_CHARS``), cache sizes
 (``keywords.CACHED_TERMS``, ``searcher.PREPARED_QUERIES``, ``lexicon.CACHED_STEMS``),
-the scan's block size and rounding margin (:mod:`.scan`), the acronym reader's text windows (120 and 200
-characters), request size caps (:mod:`kg_fuse.limits`). Nor the shapes of the
+the scan's block size and rounding margin (:mod:`.scan`), the acronym reader's text
+windows (120 and 200 characters), request size caps (:mod:`kg_fuse.limits`). Nor the shapes of the
 calibration's noise (how many letters a random token has: they define each shape,
 described in docs/server.md, and live with their generators in :mod:`.calibrate`), nor
 the halving in the presets' rule ("halfway towards ..."), which is the rule's form. The

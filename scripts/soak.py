@@ -46,6 +46,7 @@ from tests.helpers.mount import Mount, fuse_available  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
 from tests.helpers.soak import GRACE_SECONDS, Ingester, Journal, Reader, Window  # noqa: E402
 from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
+from tests.helpers.zygote import Zygote  # noqa: E402
 
 ONTOLOGIES = ["roses", "vegetables"]
 FLAT_WITHIN = 0.10  # the largest resident memory over the smallest, once warm
@@ -174,6 +175,7 @@ class Soak:
 
     def run(self) -> int:
         started = time.monotonic()
+        Zygote.shared("mount")  # imports the mount's libraries while the server starts
         self.server.start()
         self.journal = Journal()  # the day starts once the server is up
         self.memory = Memory(self.server, self.journal)

@@ -15,10 +15,11 @@ twice (``kg-fuse mount``), then, all at once for ``--minutes``:
 It prints a line every ``--report-every`` seconds and, at the end: the server's resident
 memory over time and whether it stays within 10% once warm (``--warmup`` seconds of each
 server process are left out), the acknowledged ingests lost (a job the server reported
-completed whose document is not in ``documents/`` at the end), the errors a user saw
-while the server was up (outside a restart or kill and the few seconds the mounts need to
-notice it is back), and whether both mounts are alive. The exit status is 1 when any of
-these fails, so it serves as a check.
+completed whose document the server does not hold at the end; each must also be shown in
+``documents/`` by every live mount), the errors a user saw while the server was up
+(outside a restart or kill and the few seconds the mounts need to notice it is back), and
+whether both mounts are alive. The exit status is 1 when any of these fails, so it
+serves as a check; ``--work DIR`` keeps the logs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -40,16 +40,23 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench import rss_kib  # noqa: E402
+from soak_report import (  # noqa: E402
+    Sample,
+    mib,
+    report_errors,
+    report_ingests,
+    report_memory,
+    report_mounts,
+)
 
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.mount import Mount, fuse_available  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
-from tests.helpers.soak import GRACE_SECONDS, Ingester, Journal, Reader, Window  # noqa: E402
+from tests.helpers.soak import FOLLOW_TIMEOUT, Ingester, Journal, Reader, Window  # noqa: E402
 from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
 from tests.helpers.zygote import Zygote  # noqa: E402
 
 ONTOLOGIES = ["roses", "vegetables"]
-FLAT_WITHIN = 0.10  # the largest resident memory over the smallest, once warm
 DEFAULT_STEP = 0.1  # how far the administrator raises the default threshold
 # (fraction of the run, event): the administrator's day
 SCHEDULE = [(0.10, "raise"), (0.20, "restore"), (0.30, "restart"), (0.45, "raise"),
@@ -57,35 +64,36 @@ SCHEDULE = [(0.10, "raise"), (0.20, "restore"), (0.30, "restart"), (0.45, "raise
 
 
 class Memory(threading.Thread):
-    """Samples the server's resident memory every second: (t, server start, KiB)."""
+    """Samples the server's resident memory every second: (t, server process, KiB); the
+    processes are numbered from 1 in the order they were first seen."""
 
     def __init__(self, server: KGServer, journal: Journal) -> None:
         super().__init__(name="memory", daemon=True)
         self.server = server
         self.journal = journal
-        self.samples: list[tuple[float, int, int]] = []
-        self.starts: list[float] = [journal.now()]  # when each server process was healthy
+        self.samples: list[Sample] = []
+        self.pids: list[int] = []
+        self.starts: list[float] = []  # when each process was first seen
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.wait(1.0):
             process = self.server.process
             kib = rss_kib(process.pid) if process is not None else None
-            if kib:
-                self.samples.append((self.journal.now(), len(self.starts), kib))
-
-    def warm(self, warmup: float) -> list[tuple[float, int, int]]:
-        return [s for s in self.samples if s[0] >= self.starts[s[1] - 1] + warmup]
+            if process is None or not kib:
+                continue
+            if process.pid not in self.pids:
+                self.pids.append(process.pid)
+                self.starts.append(self.journal.now())
+            self.samples.append((self.journal.now(), self.pids.index(process.pid) + 1, kib))
 
 
 class Operator:
     """The administrator: default changes, a restart and a kill, at their times."""
 
-    def __init__(self, server: KGServer, journal: Journal, memory: Memory,
-                 ingester: Ingester) -> None:
+    def __init__(self, server: KGServer, journal: Journal, ingester: Ingester) -> None:
         self.server = server
         self.journal = journal
-        self.memory = memory
         self.ingester = ingester  # the one whose long document the kill interrupts
         self.original: float | None = None
         self.changes: list[float] = []
@@ -130,7 +138,6 @@ class Operator:
     def started_again(self, window: Window, what: str) -> None:
         self.server.start()
         window.ended = time.monotonic()
-        self.memory.starts.append(self.journal.now())
         self.events.append(f"t={window.started - self.journal.origin:6.1f}s {what}; healthy "
                            f"again after {window.ended - window.started:.1f} s")
 
@@ -149,10 +156,6 @@ class Operator:
                         return f"in the middle of an ingest (job {job['job_id']}, {stage})"
                 time.sleep(0.05)
         return "(no long ingest was seen running: killed anyway)"
-
-
-def mib(kib: float) -> str:
-    return f"{kib / 1024:.1f} MiB"
 
 
 class Soak:
@@ -186,20 +189,20 @@ class Soak:
                      for i, (m, o) in enumerate(zip((first, second), ONTOLOGIES, strict=True))]
         readers = [Reader(f"reader-{n}", self.journal, 20 + i, m, ONTOLOGIES)
                    for i, (n, m) in enumerate((("a", first), ("b", second)))]
-        operator = Operator(self.server, self.journal, self.memory, ingesters[0])
+        operator = Operator(self.server, self.journal, ingesters[0])
         print(f"soak: server and two mounts up in {time.monotonic() - started:.1f} s; "
               f"running for {self.seconds:.0f} s", flush=True)
         self.memory.start()
         for actor in [*ingesters, *readers]:
             actor.start()
         self.timeline(operator, ingesters)
+        self.memory.stopping.set()
         for ingester in ingesters:
-            ingester.settling.set()
+            ingester.settling.set()  # each follows its last file to the end
         for reader in readers:
             reader.stopping.set()
         for actor in [*ingesters, *readers]:
-            actor.join()
-        self.memory.stopping.set()
+            actor.join(FOLLOW_TIMEOUT + 10)
         print(f"soak: the users finished in {self.journal.now() - self.seconds:.1f} s more",
               flush=True)
         return self.report(operator, ingesters, readers)
@@ -226,130 +229,21 @@ class Soak:
               f"{len(self.journal.ops)}, errors while up {len(up)}, in outages {len(down)}"
               f" | ingests copied {copied}, acknowledged {acked}", flush=True)
 
-    def documents(self, ingester: Ingester, wanted: set[str]) -> set[str]:
-        """The names in ``documents/`` once ``wanted`` are all there (or 30 s passed:
-        the mount refreshes its catalog within a poll interval of the last ingest)."""
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                listed = set(os.listdir(ingester.documents))
-            except OSError:
-                listed = set()
-            if wanted <= listed or time.monotonic() > deadline:
-                return listed
-            time.sleep(0.5)
-
     def report(self, operator: Operator, ingesters: list[Ingester],
                readers: list[Reader]) -> int:
-        failed: list[str] = []
         print(f"\nsoak: {self.seconds:.0f} s, server {self.server.api_url}, mounts "
               f"{', '.join(str(m.mountpoint) for m in self.mounts)}")
         for event in operator.events:
             print(f"  {event}")
         print(f"  default changes: {len(operator.changes)} (from {operator.original}: "
               f"{', '.join(f'{v:.2f}' for v in operator.changes)})")
-        failed += self.report_memory()
-        failed += self.report_ingests(ingesters)
-        failed += self.report_errors(readers)
-        failed += self.report_mounts(ingesters + readers)
+        failed = report_memory(self.memory.samples, self.memory.starts, self.opts.warmup,
+                               self.opts.report_every)
+        failed += report_ingests(self.server, ingesters, self.mounts)
+        failed += report_errors(self.journal, readers)
+        failed += report_mounts(self.mounts, [*ingesters, *readers])
         print(f"\nresult: {'FAIL: ' + '; '.join(failed) if failed else 'PASS'}")
         return 1 if failed else 0
-
-    def report_memory(self) -> list[str]:
-        samples = self.memory.samples
-        print("\nserver resident memory (RSS) over time:")
-        step = max(1, int(self.opts.report_every))
-        shown = [s for i, s in enumerate(samples) if i % step == 0 or i == len(samples) - 1]
-        for t, start, kib in shown:
-            print(f"  t={t:6.1f}s  server process {start}  {mib(kib)}")
-        failed = []
-        warm = self.memory.warm(self.opts.warmup)
-        for start in range(1, len(self.memory.starts) + 1):
-            mine = [kib for _, s, kib in warm if s == start]
-            head = f"  server process {start}, after its first {self.opts.warmup:.0f} s:"
-            if len(mine) < 5:
-                print(f"{head} {len(mine)} samples, too few to judge")
-                continue
-            spread = max(mine) / min(mine) - 1
-            flat = spread <= FLAT_WITHIN
-            print(f"{head} {len(mine)} samples, min {mib(min(mine))}, median "
-                  f"{mib(statistics.median(mine))}, max {mib(max(mine))}: spread "
-                  f"{spread:.1%} -> flat within {FLAT_WITHIN:.0%}: {'yes' if flat else 'NO'}")
-            if not flat:
-                failed.append(f"memory of server process {start} not flat ({spread:.1%})")
-        if warm:
-            every = [kib for _, _, kib in warm]
-            print(f"  all processes once warm: min {mib(min(every))}, max {mib(max(every))}"
-                  f" ({max(every) / min(every) - 1:.1%} apart)")
-        return failed
-
-    def report_ingests(self, ingesters: list[Ingester]) -> list[str]:
-        print("\ningests:")
-        lost_total = missing_total = 0
-        for ingester in ingesters:
-            uploads = ingester.uploads
-            acked = {u.name for u in uploads if u.acknowledged is not None}
-            listed = self.documents(ingester, {u.name for u in uploads})
-            lost = sorted(acked - listed)
-            missing = [u for u in uploads if u.name not in listed]
-            interrupted = [u for u in uploads if u.interrupted]
-            lost_total += len(lost)
-            missing_total += len(missing)
-            print(f"  {ingester.ontology}: {len(uploads)} files copied, {len(acked)} "
-                  f"acknowledged (the server said completed), {len(acked & listed)} of them "
-                  f"in documents/; {len(interrupted)} interrupted by a stop and copied again")
-            for upload in interrupted:
-                print(f"    {upload.name}: jobs {', '.join(upload.job_ids)}; interrupted "
-                      f"{', '.join(upload.interrupted)}; then {upload.outcome}")
-            for name in lost:
-                print(f"    LOST: {name}")
-            for upload in missing:
-                print(f"    not in documents/: {upload.name} ({upload.outcome or 'pending'}; "
-                      f"statuses {' > '.join(upload.statuses)})")
-        print(f"  acknowledged ingests lost: {lost_total}")
-        print(f"  files copied but not in documents/ at the end: {missing_total}")
-        return ([f"{lost_total} acknowledged ingests lost"] if lost_total else []) + \
-            ([f"{missing_total} files not ingested"] if missing_total else [])
-
-    def report_errors(self, readers: list[Reader]) -> list[str]:
-        up, down = self.journal.failures()
-        origin = self.journal.origin
-        print(f"\noperations: {len(self.journal.ops)}; results gone between ls and cat "
-              f"(the listing changed): {sum(r.vanished for r in readers)}")
-        print(f"errors a user saw outside the restart/kill windows (+{GRACE_SECONDS:.0f} s):"
-              f" {len(up)}")
-        for op in up:
-            print(f"  {op.line(origin)}")
-        print(f"errors inside them (expected): {len(down)}")
-        for op in down[:10]:
-            print(f"  {op.line(origin)}")
-        for note in self.journal.notes:
-            print(f"  note: {note}")
-        return [f"{len(up)} errors while the server was up"] if up else []
-
-    def report_mounts(self, actors: list) -> list[str]:
-        failed = []
-        crashed = [f"{a.name}: {a.crash!r}" for a in actors if a.crash is not None]
-        for line in crashed:
-            print(f"soak user crashed: {line}")
-        alive = 0
-        for mount in self.mounts:
-            ok = mount.process is not None and mount.process.poll() is None \
-                and os.path.ismount(mount.mountpoint)
-            try:
-                os.listdir(mount.mountpoint)
-            except OSError:
-                ok = False
-            alive += ok
-            traces = (mount.log_text() + mount.stderr_text()).count("Traceback")
-            print(f"mount {mount.mountpoint}: {'alive' if ok else 'DEAD'}; tracebacks in its "
-                  f"log: {traces}")
-            if traces:
-                failed.append(f"{mount.mountpoint} logged {traces} tracebacks")
-        print(f"mounts alive at the end: {alive} of {len(self.mounts)}")
-        if alive < len(self.mounts):
-            failed.append("a mount died")
-        return failed + [f"soak users crashed: {crashed}"] * bool(crashed)
 
     def close(self) -> None:
         for mount in self.mounts:

@@ -125,8 +125,12 @@ class Journal:
         return outside, [op for op in failed if op not in outside]
 
 
+class MountGone(Exception):
+    """ENOTCONN: the mount's daemon is gone, and with it everything this user could do."""
+
+
 class Actor(threading.Thread):
-    """A user thread: runs :meth:`step` until told to stop."""
+    """A user thread: runs :meth:`step` until told to stop, or its mount is gone."""
 
     pause = 0.5
 
@@ -142,6 +146,8 @@ class Actor(threading.Thread):
             while not self.stopping.is_set():
                 self.step()
                 self.stopping.wait(self.pause)
+        except MountGone:
+            self.journal.note(f"{self.name}: its mount is gone (ENOTCONN); it stopped")
         except BaseException as exc:  # noqa: BLE001 - the report says the actor died
             self.crash = exc
 
@@ -149,7 +155,11 @@ class Actor(threading.Thread):
         raise NotImplementedError
 
     def do(self, what: str, path: Path, fn: Callable[[], T]) -> T | OSError:
-        return self.journal.run(self.name, what, path, fn)
+        """Do ``fn`` and record it (see :meth:`Journal.run`)."""
+        done = self.journal.run(self.name, what, path, fn)
+        if isinstance(done, OSError) and done.errno == errno.ENOTCONN:
+            raise MountGone(str(path))
+        return done
 
 
 class Reader(Actor):
@@ -164,7 +174,7 @@ class Reader(Actor):
 
     def step(self) -> None:
         query = self.mount.path(self.rng.choice(QUERIES))
-        if not query.exists():
+        if self.do("stat", query, query.exists) is False:
             made = self.do("mkdir", query, query.mkdir)
             if isinstance(made, OSError) and made.errno != errno.EEXIST:
                 return

@@ -246,12 +246,9 @@ class Soak:
         return 1 if failed else 0
 
     def close(self) -> None:
-        for mount in self.mounts:
-            if mount.process is not None and mount.process.poll() is None:
-                try:
-                    mount.unmount()
-                except Exception:  # noqa: BLE001 - clean up the rest, whatever happened
-                    mount.kill()
+        for mount in self.mounts:  # the report unmounted the live ones
+            if mount.returncode is None:
+                mount.kill()  # a lazy unmount, also of a mount whose daemon died
         self.server.stop()
         if not self.opts.work and not self.opts.keep:
             shutil.rmtree(self.work, ignore_errors=True)

@@ -154,6 +154,8 @@ def report_errors(journal: Journal, readers: list[Reader]) -> list[str]:
 
 
 def report_mounts(mounts: list[Mount], actors: list[Actor]) -> list[str]:
+    """Each mount alive (its daemon runs and its root lists), then unmounted: it must
+    exit 0, with no traceback in its log."""
     failed = [f"soak user {a.name} crashed: {a.crash!r}" for a in actors if a.crash]
     for line in failed:
         print(line)
@@ -166,9 +168,16 @@ def report_mounts(mounts: list[Mount], actors: list[Actor]) -> list[str]:
         except OSError:
             ok = False
         alive += ok
+        try:
+            status: int | str | None = mount.unmount() if ok else None
+        except Exception as exc:  # noqa: BLE001 - fusermount3 failed, or the daemon hung
+            status = repr(exc)
         traces = (mount.log_text() + mount.stderr_text()).count("Traceback")
-        print(f"mount {mount.mountpoint}: {'alive' if ok else 'DEAD'}; tracebacks in its "
-              f"log: {traces}")
+        print(f"mount {mount.mountpoint}: {'alive' if ok else 'DEAD'}; "
+              + (f"unmounted, exit status {status}; " if ok else "")
+              + f"tracebacks in its log: {traces}")
+        if status:
+            failed.append(f"{mount.mountpoint} exited with {status}")
         if traces:
             failed.append(f"{mount.mountpoint} logged {traces} tracebacks")
     print(f"mounts alive at the end: {alive} of {len(mounts)}")

@@ -12,6 +12,7 @@ MULTIPART_OVERHEAD = 64 * 1024  # form fields and boundaries around an uploaded 
 MAX_QUERY_CHARS = 10_000  # a search's text (the model reads 256 tokens of it)
 MAX_NAME_CHARS = 1_000  # an ontology's name, a catalog filter
 DEFAULT_LIMIT = 50  # results a query directory lists when its .meta/limit is unset
+MAX_LIMIT = 1000  # the most a query directory's .meta/limit may ask for
 LOG_PREFIX_CHARS = 200  # of any client-supplied value written to a log
 
 # The ingest queue: waiting and running jobs hold their text in memory. Past a limit an

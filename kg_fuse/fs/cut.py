@@ -13,7 +13,7 @@ Only the scores every search returns are used, so the cut is the same against th
 embedded server and against the platform. It applies to inheriting and preset
 thresholds; an explicit number written to ``.meta/threshold`` lists everything above it
 (up to ``.meta/limit``). The numbers were chosen by ``kg-fuse eval`` over the judged
-development sets (docs/eval.md, "Where a listing stops").
+development sets (docs/eval.md, "Sixth round: where a listing stops").
 """
 
 from __future__ import annotations

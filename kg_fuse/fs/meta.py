@@ -18,12 +18,11 @@ from kg_fuse.fs.queries import QueryPath, SavedQuery
 from kg_fuse.fs.service import QueryService
 from kg_fuse.fs.status import query_toml, status_file, threshold_file
 from kg_fuse.fs.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
-from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.limits import DEFAULT_LIMIT, MAX_LIMIT
 
 if TYPE_CHECKING:
     from kg_fuse.fs.tree import Tree
 
-MAX_LIMIT = 1000
 MAX_TERM_CHARS = 500  # the longest exclude/union term accepted
 MAX_TERMS = 100
 

@@ -27,6 +27,7 @@ from kg_fuse.fs.threshold import (
     describe_source,
     preset_value,
 )
+from kg_fuse.limits import MAX_LIMIT
 
 if TYPE_CHECKING:
     from kg_fuse.fs.plan import LevelCount
@@ -319,7 +320,7 @@ def cut_lines(cut: Cut | None, explanation: ThresholdExplanation, limit: int) ->
              f"; the score falls from {cut.falls[0]:.2f} to {cut.falls[1]:.2f}")
     if cut.reason is CutReason.LIMIT:
         return [f"cut: after {cut.kept} of {found} matches: .meta/limit is {limit}{falls}",
-                "more: write a larger number (up to 1000) to .meta/limit"]
+                f"more: write a larger number (up to {MAX_LIMIT}) to .meta/limit"]
     if cut.reason is CutReason.GAP:
         head = (f"cut: after {cut.kept} of {found} matches{falls}, more than {CUT_GAP} "
                 f"below the best ({cut.best:.2f})")

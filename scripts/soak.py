@@ -52,7 +52,14 @@ from soak_report import (  # noqa: E402
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.mount import Mount, fuse_available  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
-from tests.helpers.soak import FOLLOW_TIMEOUT, Ingester, Journal, Reader, Window  # noqa: E402
+from tests.helpers.soak import (  # noqa: E402
+    FOLLOW_TIMEOUT,
+    Ingester,
+    Journal,
+    Reader,
+    Window,
+    job_file,
+)
 from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
 from tests.helpers.zygote import Zygote  # noqa: E402
 
@@ -148,13 +155,20 @@ class Operator:
         with httpx.Client(base_url=self.server.api_url, timeout=5,
                           headers=self.server.headers("user")) as http:
             while time.monotonic() < deadline:
+                time.sleep(0.02)
                 upload = self.ingester.current
-                if upload is not None and upload.name.startswith("big") and upload.job_ids:
-                    job = http.get(f"/jobs/{upload.job_ids[-1]}").json()
-                    stage = (job.get("progress") or {}).get("stage")
-                    if job.get("status") == "running" and stage == "embedding":
-                        return f"in the middle of an ingest (job {job['job_id']}, {stage})"
-                time.sleep(0.05)
+                if upload is None or not upload.name.startswith("big"):
+                    continue
+                try:  # the job file, read here too: the ingester reads it less often
+                    shown = job_file(self.ingester.box / f"{upload.name}.ingesting") or {}
+                except OSError:
+                    continue
+                if shown.get("job", "-") == "-":
+                    continue
+                job = http.get(f"/jobs/{shown['job']}").json()
+                stage = (job.get("progress") or {}).get("stage")
+                if job.get("status") == "running" and stage == "embedding":
+                    return f"in the middle of an ingest (job {job['job_id']}, {stage})"
         return "(no long ingest was seen running: killed anyway)"
 
 

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kg_fuse.eval.sets import CORPORA_DIR  # noqa: E402
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES  # noqa: E402
 from tests.helpers.server import KGServer  # noqa: E402
 from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
@@ -101,3 +102,13 @@ def kg_scratch_server(kg_server_clone: Callable[..., KGServer]) -> KGServer:
     the next test finds the store as it was: one server start instead of one per module.
     Never change its default or stop it; a test that must, takes ``kg_server_clone``."""
     return kg_server_clone()
+
+
+@pytest.fixture(scope="module")
+def kitchen_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KGServer]:
+    """The kitchen handbook alone, built and calibrated from nothing as a user's is."""
+    server = KGServer(tmp_path_factory.mktemp("kitchen-server"), corpus="none",
+                      extra_args=["--ingest", str(CORPORA_DIR / "kitchen")])
+    server.start()
+    yield server
+    server.stop()

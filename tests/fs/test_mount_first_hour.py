@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.fs.conftest import ServerAdmin
-from tests.helpers.mount import Mount
+from tests.helpers.mount import Mount, wait_for
 
 pytestmark = pytest.mark.mount
 
@@ -27,15 +27,6 @@ NOTES = "# Sourdough\n\nFeed the starter the night before baking.\n"
 def results(directory) -> list[str]:
     return [n for n in os.listdir(directory) if n.endswith(".concept.md")]
 
-
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_rm_r_removes_a_saved_query_quietly(mounted: Mount) -> None:

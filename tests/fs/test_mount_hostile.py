@@ -17,7 +17,8 @@ import pytest
 
 from kg_fuse.limits import MAX_INGEST_BYTES
 from tests.fs.conftest import ServerAdmin
-from tests.fs.test_mount_links_ingest import FAST, ZEBRA, wait_for
+from tests.fs.test_mount_links_ingest import FAST, ZEBRA
+from tests.helpers.mount import wait_for
 
 pytestmark = pytest.mark.mount
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 
 from kg_fuse.limits import MAX_QUEUED_JOBS_PER_CLIENT
+from tests.helpers.mount import wait_for
 from tests.helpers.server import KGServer
 
 pytestmark = pytest.mark.mount
@@ -30,15 +30,6 @@ def sections(count: int, topic: str) -> bytes:
     return "".join(f"## {topic.title()} note {n}\n\nHow the {topic} number {n} is kept "
                    f"and lit.\n\n" for n in range(count)).encode()
 
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def read(path) -> str:

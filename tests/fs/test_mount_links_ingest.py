@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.fs.conftest import ServerAdmin
-from tests.helpers.mount import Mount
+from tests.helpers.mount import Mount, wait_for
 
 pytestmark = pytest.mark.mount
 
@@ -30,15 +30,6 @@ Feed zebras hay and fresh grass twice a day.
 def results(directory) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n.endswith(".concept.md"))
 
-
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def ontologies_of(path) -> list[str]:

@@ -4,28 +4,16 @@ user's alone, also in an install made before they were kept so."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kg_fuse import paths
+from tests.server.test_private_files import FIXED, kg_fuse, mode
 
 pytestmark = pytest.mark.mount
-
-FIXED = "made private (owner only"
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
-
-
-def kg_fuse(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kg_fuse.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
 
 
 @pytest.mark.timeout(120)

@@ -7,12 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from kg_fuse.eval.sets import CORPORA_DIR
 from tests.helpers.server import KGServer
 
 pytestmark = pytest.mark.mount
@@ -37,15 +35,6 @@ def status(directory: Path) -> dict[str, str]:
     text = (directory / ".meta" / "status").read_text()
     return dict(line.split(": ", 1) for line in text.splitlines())
 
-
-@pytest.fixture(scope="module")
-def kitchen_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KGServer]:
-    """The kitchen handbook alone, built and calibrated from nothing as a user's is."""
-    server = KGServer(tmp_path_factory.mktemp("kitchen-server"), corpus="none",
-                      extra_args=["--ingest", str(CORPORA_DIR / "kitchen")])
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_a_dish_the_handbook_never_names_lists_its_section(mount_factory,

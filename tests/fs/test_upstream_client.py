@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fs.test_mount_links_ingest import wait_for
-from tests.helpers.mount import fuse_available
+from tests.helpers.mount import fuse_available, wait_for
 
 UPSTREAM = os.environ.get("KG_FUSE_UPSTREAM")
 COMPRESSION = "Data Compression and Archiving"

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tests.helpers.zygote import ForkedProcess, Zygote
@@ -123,3 +123,16 @@ class Mount:
             line for line in "\n".join((self.log_text(), self.stderr_text())).splitlines()
             if BAD_LOG_LINE.search(line) and not any(p.search(line) for p in patterns)
         ]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0,
+             what: str = "condition") -> object:
+    """Poll ``predicate`` until it returns something true (returned), or fail naming
+    ``what`` after ``timeout`` seconds: what a user sees settle, such as an ingest."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 
-from kg_fuse.eval.sets import CORPORA_DIR
 from kg_fuse.server.search.calibrate import CALIBRATION_KEY
 from kg_fuse.server.search.presets import FALLBACK_OFFSETS
 from tests.fs.conftest import mount_factory  # noqa: F401 - the fixture
@@ -210,14 +209,6 @@ def pristine_server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServ
     yield server
     server.stop()
 
-
-@pytest.fixture(scope="module")
-def kitchen_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KGServer]:
-    server = KGServer(tmp_path_factory.mktemp("kitchen-server"), corpus="none",
-                      extra_args=["--ingest", str(CORPORA_DIR / "kitchen")])
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.mark.timeout(300)

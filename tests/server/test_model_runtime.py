@@ -3,8 +3,6 @@ server, and an ONNX file that is either whole or absent."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -100,26 +98,3 @@ def test_an_interrupted_export_leaves_no_model_file(
         model_file.export()
     assert not path.exists()
     assert [p.name for p in path.parent.iterdir()] == [path.name + ".lock"]
-
-
-def test_searches_embed_at_the_same_time() -> None:
-    """Two encodes are inside the runtime together (no lock queues one behind the other),
-    and each gets its own text's vector."""
-    embedder = Embedder()
-    embedder.load()
-    session = embedder._session
-    both_inside = threading.Barrier(2, timeout=20)
-
-    class Meeting:
-        """The real session; each run first waits until the other run is inside too."""
-
-        def run(self, *args: object) -> object:
-            both_inside.wait()
-            return session.run(*args)
-
-    texts = ["compress data with gzip", "parse a csv file"]
-    alone = embedder.encode(texts)
-    embedder._session = Meeting()
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        together = list(pool.map(embedder.encode_one, texts))
-    assert np.abs(np.stack(together) - alone).max() < 1e-6

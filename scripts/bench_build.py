@@ -16,11 +16,11 @@ import resource
 import time
 from pathlib import Path
 
-from kg_fuse.server import content
 from kg_fuse.server.corpus import embedding_text
-from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search.views import VIEWS, embedded_views
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import content
+from kg_fuse.server.storage.store import Store
 
 
 def cpu() -> float:

@@ -59,5 +59,5 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
 fi
 # The embedding model as an ONNX file, made once from the packaged weights with torch
 # (the server runs it without torch); already made, this only checks
-.venv/bin/python -m kg_fuse.server.model_file
+.venv/bin/python -m kg_fuse.server.embedding.model_file
 echo "==> environment ready (.venv)"

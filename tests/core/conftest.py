@@ -19,12 +19,12 @@ import pytest
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble
 from kg_fuse.fs.queries import QueryStore
-from kg_fuse.server.app import create_app
-from kg_fuse.server.auth import ensure_credentials, token_ttl
+from kg_fuse.server.api.app import create_app
+from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage.store import Store
 from tests.helpers.core import API_URL, Core, ServerApp, mount_options
 from tests.helpers.driver import FsDriver, install_fake_kernel
 from tests.helpers.store import copy_store

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.jobs import JobRunner, QueuedJob
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph.jobs import JobRunner, QueuedJob
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import calibrate
 from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 SAUCES = """# Sauces
 
@@ -147,8 +147,8 @@ async def test_near_duplicates_are_the_documents_status(graph: KnowledgeGraph) -
     """The catalog listing and the document's concepts carry the warnings (real app)."""
     import httpx
 
-    from kg_fuse.server import auth
-    from kg_fuse.server.app import create_app
+    from kg_fuse.server.api import auth
+    from kg_fuse.server.api.app import create_app
 
     admin_default(graph)
     graph.add_documents([doc(SAUCES, "sauces.md"), doc(BREAD, "bread.md")])
@@ -183,8 +183,8 @@ async def test_jobs_run_in_the_apps_lifespan_and_stop_with_it(graph: KnowledgeGr
     import httpx
     import trio
 
-    from kg_fuse.server import auth
-    from kg_fuse.server.app import create_app
+    from kg_fuse.server.api import auth
+    from kg_fuse.server.api.app import create_app
 
     admin_default(graph)
     client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
@@ -220,7 +220,7 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         graph: KnowledgeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user who sees a new document in the catalog and searches for it finds it; the
     epoch a client refreshes on moves only once both are visible."""
-    from kg_fuse.server import content, repository
+    from kg_fuse.server.storage import content, repository
 
     admin_default(graph)
     graph.add_documents([doc(SAUCES, "sauces.md")])
@@ -251,7 +251,7 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
 
 def test_a_document_an_interrupted_ingest_left_unlisted_is_listed_at_start(
         tmp_path: Path, embedder: Embedder) -> None:
-    from kg_fuse.server import content, repository
+    from kg_fuse.server.storage import content, repository
 
     store = Store(tmp_path / "kg.sqlite3")
     content.write_documents(store, [doc(BREAD, "bread.md")], published=False)
@@ -289,7 +289,7 @@ def scoped(graph: KnowledgeGraph, ontology: str, query: str = "knead the dough")
 
 
 def files(graph: KnowledgeGraph, ontology: str) -> list[str]:
-    from kg_fuse.server import repository
+    from kg_fuse.server.storage import repository
 
     return repository.ontology_files(graph.store, repository.ontology(
         graph.store, ontology)["id"])
@@ -299,7 +299,7 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
         graph: KnowledgeGraph) -> None:
     """Duplicates are per ontology, as on the platform: the copy is listed and searchable
     in both, under two document ids, and the index grown in place matches a fresh load."""
-    from kg_fuse.server import repository
+    from kg_fuse.server.storage import repository
 
     admin_default(graph)
     graph.add_documents([doc(BREAD, "bread.md", "kitchen")])
@@ -334,7 +334,7 @@ def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
 
 
 def test_removing_one_copy_leaves_its_concepts_to_the_other(graph: KnowledgeGraph) -> None:
-    from kg_fuse.server import repository
+    from kg_fuse.server.storage import repository
 
     admin_default(graph)
     graph.add_documents([doc(BREAD, "bread.md", "kitchen")])

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg_fuse.server import content
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.calibrate import (
     EVERYDAY_WORDS,
@@ -27,7 +26,8 @@ from kg_fuse.server.search.index import ConceptIndex, merge
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import TYPO_PENALTY, read_query
 from kg_fuse.server.search.views import WEIGHTS, fuse, split_name, view_texts
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import content
+from kg_fuse.server.storage.store import Store
 
 
 def unit(*values: float) -> np.ndarray:

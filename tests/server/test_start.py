@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse.server import content
-from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import keywords, lexicon
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import content
+from kg_fuse.server.storage.store import Store
 from tests.helpers.store import copy_store
 
 

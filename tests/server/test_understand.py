@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.limits import MAX_QUERY_CHARS, MIB
-from kg_fuse.server import content
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.calibrate import gibberish_queries, not_naming, outliers_for
 from kg_fuse.server.search.lexicon import WordNet, find_wordnet, stem, wordnet
@@ -25,7 +24,8 @@ from kg_fuse.server.search.understand import (
     read_query,
     read_word,
 )
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import content
+from kg_fuse.server.storage.store import Store
 
 KITCHEN = Vocabulary.of(names=["ls", "sort", "getcwd"], words=[
     "baking", "bread", "loaf", "pasta", "cooking", "omelette", "eggs", "stock", "chicken",

@@ -24,11 +24,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedder import DIMENSIONS
+from kg_fuse.server.embedding.embedder import DIMENSIONS
 from kg_fuse.server.search import tuning
 from kg_fuse.server.search.scan import QuantisedScan, exact_scores
 from kg_fuse.server.search.views import fuse
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The keyword side of hybrid search (Orama's deep recall): SQLite FTS5 with ``bm25()``.
 
-The ``concept_text`` FTS5 table (see :mod:`kg_fuse.server.store`) holds each concept's
+The ``concept_text`` FTS5 table (see :mod:`kg_fuse.server.storage.store`) holds each concept's
 name split into words, its signature, description and examples; its rowid is the
 concept's rowid, so deleting a concept deletes its text by trigger.
 

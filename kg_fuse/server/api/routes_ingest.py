@@ -10,11 +10,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_INGEST_BYTES, MAX_NAME_CHARS, shown
-from kg_fuse.server import content, repository
-from kg_fuse.server.corpus import content_hash
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
-from kg_fuse.server.jobs import QueuedJob, QueueFull
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, User
+from kg_fuse.server.api.schemas import (
     DuplicateResponse,
     IngestResponse,
     JobResponse,
@@ -22,6 +19,9 @@ from kg_fuse.server.schemas import (
     OntologyDeleteResponse,
     OntologyInfoResponse,
 )
+from kg_fuse.server.corpus import content_hash
+from kg_fuse.server.graph.jobs import QueuedJob, QueueFull
+from kg_fuse.server.storage import content, repository
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ RETRY_AFTER = 10  # seconds, in a 429's Retry-After: about one job of a few sect
 
 @router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
 def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> OntologyInfoResponse:
-    from kg_fuse.server.routes_catalog import ontology_info
+    from kg_fuse.server.api.routes_catalog import ontology_info
 
     try:
         content.create_ontology(ctx.store, body.name, body.description,

@@ -15,9 +15,8 @@ import anyio.to_thread
 from fastapi import APIRouter, Response
 
 from kg_fuse.limits import shown
-from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api.schemas import (
     ConceptDetailsResponse,
     ConceptInstance,
     ConceptProvenance,
@@ -28,8 +27,9 @@ from kg_fuse.server.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage import repository
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kg_fuse.server.requests")

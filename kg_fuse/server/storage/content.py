@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from kg_fuse.server.corpus import DocumentSpec, concept_id, copy_id
-from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import acronyms
 from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.search.views import embedded_views, split_name, view_texts
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ from fastapi import APIRouter, File, Form, HTTPException, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
-from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
-from kg_fuse.server.duplicates import warning as near_duplicate_warning
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api.schemas import (
     DocumentConcept,
     DocumentConceptsResponse,
     DocumentDeleteResponse,
 )
+from kg_fuse.server.graph.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.storage import repository
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Browsing: epoch, catalog children, ontology info and document content.
 
-These are plain SQLite reads (:mod:`kg_fuse.server.repository`), so the handlers are
+These are plain SQLite reads (:mod:`kg_fuse.server.storage.repository`), so the handlers are
 sync functions, which FastAPI runs in its thread pool.
 """
 
@@ -12,10 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from kg_fuse.limits import MAX_NAME_CHARS
-from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
-from kg_fuse.server.duplicates import warning as near_duplicate_warning
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api.schemas import (
     CatalogNode,
     CatalogResponse,
     DocumentChunk,
@@ -25,6 +23,8 @@ from kg_fuse.server.schemas import (
     OntologyNode,
     OntologyStatistics,
 )
+from kg_fuse.server.graph.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.storage import repository
 
 log = logging.getLogger(__name__)
 

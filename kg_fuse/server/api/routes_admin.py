@@ -10,16 +10,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import shown
-from kg_fuse.server import auth
-from kg_fuse.server.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx, Storage
-from kg_fuse.server.embedder import MODEL_NAME
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api import auth
+from kg_fuse.server.api.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx, Storage
+from kg_fuse.server.api.schemas import (
     HealthResponse,
     ThresholdResponse,
     ThresholdUpdate,
     ThresholdUpdateResponse,
     TokenResponse,
 )
+from kg_fuse.server.embedding.embedder import MODEL_NAME
 from kg_fuse.server.search import presets
 from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kg_fuse import private
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -19,18 +19,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kg_fuse.server import content, duplicates, repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
-from kg_fuse.server.embedder import Embedder, release_freed_heap
-from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.embedding.embedder import Embedder, release_freed_heap
+from kg_fuse.server.graph import duplicates
 from kg_fuse.server.search import calibrate
+from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.search.presets import derive as derive_presets
 from kg_fuse.server.search.searcher import Searcher, SearchOutcome
 from kg_fuse.server.search.understand import QueryReading
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import content, repository
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 on ONNX Runtime, offline, without torch.
 
-The graph is made once from the packaged weights (:mod:`kg_fuse.server.model_file`) and
+The graph is made once from the packaged weights (:mod:`kg_fuse.server.embedding.model_file`) and
 run with ``onnxruntime`` and the model's own ``tokenizer.json`` (``tokenizers``): about
 160 MiB resident and half a second to load, against torch's 450 MiB and several seconds.
 Vectors match sentence-transformers' to a cosine of 0.99999 or better, so stores built
@@ -83,7 +83,7 @@ class Embedder:
                 return
             from tokenizers import Tokenizer
 
-            from kg_fuse.server import model_file
+            from kg_fuse.server.embedding import model_file
 
             path = model_file.ensure_model_file()
             log.info("loading embedding model %s from %s", MODEL_NAME, path)

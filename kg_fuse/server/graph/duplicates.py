@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kg_fuse.server import repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import repository
+from kg_fuse.server.storage.store import Store
 
 #: A new concept more similar than this to an existing one is reported.
 NEAR_DUPLICATE = 0.92

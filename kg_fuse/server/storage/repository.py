@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kg_fuse.server.corpus import content_hash, copy_id
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 ChildKind = Literal["ontology", "document", "concept"]
 

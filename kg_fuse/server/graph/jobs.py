@@ -38,11 +38,11 @@ from kg_fuse.limits import (
     MAX_SECTIONS_PER_DOCUMENT,
     MIB,
 )
-from kg_fuse.server import repository
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.duplicates import warning as near_duplicate_warning
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.graph.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage import repository
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

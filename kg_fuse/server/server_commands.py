@@ -23,7 +23,7 @@ from kg_fuse.errors import CommandError, UsageError
 from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
-    from kg_fuse.server.service import KnowledgeGraph
+    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +203,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
-    from kg_fuse.server.embedder import Embedder
-    from kg_fuse.server.service import KnowledgeGraph
-    from kg_fuse.server.store import Store
+    from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.storage.store import Store
 
     return KnowledgeGraph(Store(paths.server_db_path(data_dir)), Embedder())
 
@@ -289,8 +289,8 @@ def serve_command(args: argparse.Namespace) -> int:
     _setup_logging()
     import uvicorn
 
-    from kg_fuse.server.app import create_app
-    from kg_fuse.server.auth import ensure_credentials, token_ttl
+    from kg_fuse.server.api.app import create_app
+    from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 
     port = sock.getsockname()[1]
     url_host = f"[{args.host}]" if ":" in args.host else args.host
@@ -321,8 +321,8 @@ def credentials_command(args: argparse.Namespace) -> int:
     """Show the credentials file's clients; ``--rotate`` replaces them and every token."""
     import json
 
-    from kg_fuse.server.auth import rotate_credentials
-    from kg_fuse.server.store import Store
+    from kg_fuse.server.api.auth import rotate_credentials
+    from kg_fuse.server.storage.store import Store
 
     db, path = paths.server_db_path(args.data_dir), paths.server_credentials_path()
     if not db.exists():
@@ -417,7 +417,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m kg_fuse.server.commands``)."""
+    """Stand-alone entry point (``python -m kg_fuse.server.server_commands``)."""
     from kg_fuse.cli import main as cli_main
 
     return cli_main(argv)

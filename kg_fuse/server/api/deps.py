@@ -9,7 +9,7 @@ The contract orders checks 401, then 403, then 422. FastAPI parses a JSON body b
 it solves dependencies, so a malformed body would answer 422 before auth ran;
 :class:`AuthFirstRoute` therefore runs the route's :class:`Require` guards before the
 body is touched. The guards stay declared as ordinary dependencies too, so handlers
-receive the :class:`~kg_fuse.server.auth.Principal` and the OpenAPI schema shows them.
+receive the :class:`~kg_fuse.server.api.auth.Principal` and the OpenAPI schema shows them.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from fastapi import Depends, HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
-from kg_fuse.server import auth
-from kg_fuse.server.auth import Principal
-from kg_fuse.server.jobs import JobRunner
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
-from kg_fuse.server.throttle import SignInLimit
+from kg_fuse.server.api import auth
+from kg_fuse.server.api.auth import Principal
+from kg_fuse.server.api.throttle import SignInLimit
+from kg_fuse.server.graph.jobs import JobRunner
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

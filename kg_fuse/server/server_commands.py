@@ -414,14 +414,3 @@ def calibrate_command(args: argparse.Namespace) -> int:
     finally:
         graph.store.close()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m kg_fuse.server.server_commands``)."""
-    from kg_fuse.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

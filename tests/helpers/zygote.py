@@ -30,7 +30,7 @@ from typing import Any
 
 # kind -> (the module its children run as ``python -m``, the libraries it imports first)
 KINDS = {
-    "server": ("kg_fuse.server.server_commands",
+    "server": ("kg_fuse.cli",
                ("numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "anyio",
                 "httpx", "pydantic")),
     "mount": ("kg_fuse.cli", ("pyfuse3", "trio", "httpx", "cachetools", "tenacity",

@@ -88,7 +88,7 @@ def test_commands_module_imports_nothing_heavy() -> None:
 
 def test_serve_refuses_a_remote_host_without_allow_remote() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "kg_fuse.server.server_commands", "serve", "--host", "0.0.0.0"],
+        [sys.executable, "-m", "kg_fuse.cli", "serve", "--host", "0.0.0.0"],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--allow-remote" in result.stderr

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from kg_fuse.server.embedding.runtime import import_onnxruntime
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -41,17 +43,6 @@ BATCH_SIZE = 64
 #: instead of spinning (ONNX Runtime's default): on a loaded two-core machine spinning
 #: made 8 single-query runs 2.4x slower (199 ms against 83 ms) and a batch of 8 3.2x.
 INTRA_OP_THREADS = 2
-
-
-def import_onnxruntime() -> Any:
-    """``onnxruntime``, imported with its usage telemetry off: from version 1.29 it keeps
-    a device id and an event cache under ``~/.cache/Microsoft`` and uploads them, unless
-    ``ORT_DISABLE_TELEMETRY=1`` is set before the import. A local server sends nothing
-    (set the variable to 0 to allow it)."""
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime
-
-    return onnxruntime
 
 
 def release_freed_heap() -> None:

@@ -183,7 +183,7 @@ def _export_to(target: Path) -> None:
             dynamic_axes={**{name: axes for name in inputs},
                           "sentence_embedding": {0: "batch"}},
             opset_version=OPSET, dynamo=False)
-    from kg_fuse.server.embedding.embedder import import_onnxruntime
+    from kg_fuse.server.embedding.runtime import import_onnxruntime
 
     session = import_onnxruntime().InferenceSession(str(target), providers=["CPUExecutionProvider"])
     got = session.run(None, {k: v.numpy() for k, v in inputs.items()})[0]

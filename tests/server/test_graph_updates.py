@@ -220,12 +220,13 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         graph: KnowledgeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user who sees a new document in the catalog and searches for it finds it; the
     epoch a client refreshes on moves only once both are visible."""
-    from kg_fuse.server.storage import content, repository
+    from kg_fuse.server.graph import indexing
+    from kg_fuse.server.storage import repository
 
     admin_default(graph)
     graph.add_documents([doc(SAUCES, "sauces.md")])
     seen: dict[str, object] = {}
-    real_embed = content.embed_missing
+    real_embed = indexing.embed_missing
 
     def listed() -> list[str]:
         _, ontology_id = repository.resolve_parent(graph.store, "kitchen", "ontology")
@@ -238,7 +239,7 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         seen["epoch while embedding"] = store.epoch()
         return real_embed(store, embedder, **options)
 
-    monkeypatch.setattr(content, "embed_missing", observing_embed)
+    monkeypatch.setattr(indexing, "embed_missing", observing_embed)
     graph.add_documents([doc(BREAD, "bread.md")])
     assert seen["listed while embedding"] == ["sauces.md"]
     assert sorted(listed()) == ["bread.md", "sauces.md"]

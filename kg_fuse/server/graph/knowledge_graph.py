@@ -23,7 +23,7 @@ from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
 from kg_fuse.server.embedding.embedder import Embedder, release_freed_heap
-from kg_fuse.server.graph import duplicates
+from kg_fuse.server.graph import duplicates, indexing
 from kg_fuse.server.search import calibrate
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex
@@ -152,7 +152,7 @@ class KnowledgeGraph:
             stored = content.write_documents(self.store, docs, created_by=created_by,
                                              published=False)
             try:
-                embedded = content.embed_missing(self.store, self.embedder,
+                embedded = indexing.embed_missing(self.store, self.embedder,
                                                  progress=progress, checkpoint=checkpoint)
                 if checkpoint is not None:
                     checkpoint()
@@ -163,7 +163,7 @@ class KnowledgeGraph:
             before = self.index
             self._add_to_index(embedded, (c.id for d in stored.values() for c in d.concepts))
             if embedded:
-                content.link_similar(self.store, self.index, embedded)
+                indexing.link_similar(self.store, self.index, embedded)
             outcome = IngestOutcome(len(embedded), duplicates.find(
                 self.store, before, self.index, embedded))
             content.publish_documents(self.store, duplicates.by_document(
@@ -215,15 +215,15 @@ class KnowledgeGraph:
             content.write_documents(self.store, docs)
             if marker is not None:
                 self.store.set_setting(STDLIB_MARKER_KEY, json.dumps(marker))
-            embedded = content.embed_missing(self.store, self.embedder, progress=progress)
-            content.index_missing_text(self.store)
+            embedded = indexing.embed_missing(self.store, self.embedder, progress=progress)
+            indexing.index_missing_text(self.store)
             self.reload_index()
             if published := content.publish_documents(self.store):
                 log.info("published %d documents an interrupted ingest left unlisted",
                          published)
             if embedded:
                 log.info("embedded %d new concepts; linking nearest neighbours", len(embedded))
-                content.link_similar(self.store, self.index, embedded)
+                indexing.link_similar(self.store, self.index, embedded)
             else:
                 log.info("index is up to date: %d concepts, nothing to embed",
                          len(self.index))

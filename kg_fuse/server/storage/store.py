@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 EPOCH_KEY = "epoch"
 
 Params = tuple | list | dict
+#: Ids bound to one statement at most: SQLite's limit on variables is 999 in old builds.
+BATCH = 500
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ontologies (
@@ -270,3 +272,11 @@ class Store:
 
     def concept_count(self) -> int:
         return int(self.scalar("SELECT COUNT(*) FROM concepts") or 0)
+
+
+def in_batches(store: Store, sql: str, ids: list[str]) -> Iterator[sqlite3.Row]:
+    """The rows of ``sql`` for ``ids``, :data:`BATCH` ids at a time; ``{ids}`` in ``sql``
+    stands for their placeholders."""
+    for start in range(0, len(ids), BATCH):
+        part = ids[start:start + BATCH]
+        yield from store.query(sql.format(ids=",".join("?" * len(part))), part)

@@ -8,7 +8,6 @@ to build its parser and must work without the server extra installed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import logging
 import os
@@ -372,16 +371,14 @@ def index_command(args: argparse.Namespace) -> int:
 def _stored_report(db: Path) -> str | None:
     """The calibration table the store keeps, read with sqlite3 alone (no model)."""
     import json
-    import sqlite3
 
     from kg_fuse.server.search.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
+    from kg_fuse.server.storage.store import read_setting_at
 
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        row = conn.execute("SELECT value FROM settings WHERE key = ?",
-                           (CALIBRATION_KEY,)).fetchone()
-    if row is None:
+    raw = read_setting_at(db, CALIBRATION_KEY)
+    if raw is None:
         return None
-    fields = json.loads(row[0])
+    fields = json.loads(raw)
     fields["probes"] = [tuple(p) for p in fields.get("probes", [])]
     return format_report(CalibrationReport(**fields))
 

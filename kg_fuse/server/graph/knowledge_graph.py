@@ -80,11 +80,8 @@ class KnowledgeGraph:
         """Store the default; without ``provenance`` it is an administrator's value."""
         prov = provenance or {"source": "administrator", "set_by": None,
                               "set_at": datetime.now(UTC).isoformat(timespec="seconds")}
-        with self.store.transaction() as conn:
-            for key, value_text in ((calibrate.THRESHOLD_KEY, repr(float(value))),
-                                    (calibrate.PROVENANCE_KEY, json.dumps(prov))):
-                conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) "
-                             "DO UPDATE SET value = excluded.value", (key, value_text))
+        self.store.set_settings({calibrate.THRESHOLD_KEY: repr(float(value)),
+                                 calibrate.PROVENANCE_KEY: json.dumps(prov)})
 
     def presets(self) -> dict[str, float]:
         """The intensity presets for the current default, from the last calibration."""
@@ -194,7 +191,7 @@ class KnowledgeGraph:
 
     def _gone(self) -> set[str]:
         """Indexed concepts the store no longer has."""
-        present = {r[0] for r in self.store.query("SELECT id FROM concepts")}
+        present = repository.concept_ids(self.store)
         return {c for c in self.index.ids if c not in present}
 
     # -- start-up ----------------------------------------------------------------------
@@ -236,8 +233,7 @@ class KnowledgeGraph:
 
     def calibrate(self, write: bool) -> calibrate.CalibrationReport:
         """Measure the noise floor; with ``write`` store the chosen default."""
-        concepts = [(r["id"], r["label"], r["description"] or "") for r in self.store.query(
-            "SELECT id, label, description FROM concepts ORDER BY id")]
+        concepts = repository.concept_labels(self.store)
         indexed = set(self.index.ids)
         concepts = [c for c in concepts if c[0] in indexed]
         now = datetime.now(UTC).isoformat(timespec="seconds")

@@ -11,6 +11,7 @@ the same transaction so the epoch strictly increases whenever visible content ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
@@ -253,12 +254,13 @@ class Store:
         return None if value is None else str(value)
 
     def set_setting(self, key: str, value: str) -> None:
+        self.set_settings({key: value})
+
+    def set_settings(self, values: dict[str, str]) -> None:
+        """Several settings in one transaction: readers see all of them or none."""
         with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO settings(key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+            for key, value in values.items():
+                write_setting(conn, key, value)
 
     def get_json_setting(self, key: str) -> object:
         raw = self.get_setting(key)
@@ -272,6 +274,25 @@ class Store:
 
     def concept_count(self) -> int:
         return int(self.scalar("SELECT COUNT(*) FROM concepts") or 0)
+
+
+def read_setting(conn: sqlite3.Connection, key: str) -> str | None:
+    """A setting read on a connection already held (see :meth:`Store.locked`)."""
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def write_setting(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Insert or replace one setting on a connection already held."""
+    conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+
+def read_setting_at(db: Path, key: str) -> str | None:
+    """A setting read from the file alone, read-only: no schema, no migration, no lock
+    (a running server may hold the store)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return read_setting(conn, key)
 
 
 def in_batches(store: Store, sql: str, ids: list[str]) -> Iterator[sqlite3.Row]:

@@ -225,9 +225,11 @@ def _check_inputs(args: argparse.Namespace) -> None:
 
 
 def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
+    from kg_fuse.server.graph import startup
+
     try:
-        graph.prepare(corpus=args.corpus, modules=args.modules, ingest=list(args.ingest),
-                      ontology=args.ontology, progress=True)
+        startup.prepare(graph, corpus=args.corpus, modules=args.modules,
+                        ingest=list(args.ingest), ontology=args.ontology, progress=True)
     except ValueError as exc:  # --modules naming something the corpus cannot read
         raise UsageError(str(exc), hint=MODULES_HINT) from None
 
@@ -404,7 +406,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         if not len(graph.index):
             raise CommandError("the store has no embedded concepts",
                                hint="kg-fuse index")
-        report = graph.calibrate(write=args.write)
+        report = graph.threshold.calibrate(write=args.write)
         print(format_report(report))
         if args.write:
             print(f"stored: search_default_similarity_threshold = {report.default:.2f}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import indexing
+from kg_fuse.server.graph import indexing, startup
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import keywords, lexicon
 from kg_fuse.server.storage.store import Store
@@ -81,6 +81,6 @@ def test_starting_on_a_built_store_reads_no_corpus_text(
     monkeypatch.setattr(indexing, "corpus_acronyms",
                         lambda s: read.append("acronyms") or real(s))
     graph = KnowledgeGraph(store, Embedder())
-    graph.prepare(corpus="none", progress=False)
+    startup.prepare(graph, corpus="none", progress=False)
     assert len(graph.index) > 100
     assert read == []

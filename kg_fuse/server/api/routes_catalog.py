@@ -39,7 +39,7 @@ def epoch(ctx: Ctx, store: Storage, _user: User) -> EpochResponse:
     this, so a PUT default reaches all of them within one poll, with no search."""
     graph = ctx.graph
     return EpochResponse(epoch=store.epoch(), default_threshold=graph.default_threshold(),
-                         threshold_presets=graph.presets())
+                         threshold_presets=graph.threshold.presets())
 
 
 def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> CatalogNode:

@@ -44,7 +44,7 @@ def document_concepts(document_id: str, store: Storage, _user: User
 @router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
 def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteResponse:
     """The document, its chunks and evidence, and the concepts left without evidence."""
-    result = ctx.graph.remove_document(document_id)
+    result = ctx.graph.changes.remove_document(document_id)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Document '{document_id}' not found")
     log.info("%s deleted document %s", user.client_id, shown(document_id, 80))

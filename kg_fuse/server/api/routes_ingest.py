@@ -46,7 +46,7 @@ def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> Ontolo
 
 @router.delete("/ontology/{name:path}", response_model=OntologyDeleteResponse)
 def delete_ontology(name: str, ctx: Ctx, user: User) -> OntologyDeleteResponse:
-    result = ctx.graph.remove_ontology(name)
+    result = ctx.graph.changes.remove_ontology(name)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Ontology '{name}' not found")
     log.info("%s deleted ontology %s", user.client_id, shown(name))

@@ -72,7 +72,7 @@ def _run_search(graph: KnowledgeGraph, store: Store, body: SearchRequest) -> Sea
         top_match=result(near.top_id, near.top_score) if near else None,
         threshold_used=threshold,
         offset=body.offset,
-        threshold_presets=graph.presets(),
+        threshold_presets=graph.threshold.presets(),
         unknown_words=reading.unknown_words(),
         expanded_words=reading.expansions(),
         repeated_words=list(reading.repeated) or None,

@@ -225,8 +225,8 @@ class JobRunner:
         self._check_stopping()
         held = repository.document_in_ontology(self.store, text, ontology)
         if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
-            self.graph.remove_document(held)
-        outcome = self.graph.add_documents([doc], created_by=job_id,
+            self.graph.changes.remove_document(held)
+        outcome = self.graph.changes.add_documents([doc], created_by=job_id,
                                            checkpoint=self._check_stopping)
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),

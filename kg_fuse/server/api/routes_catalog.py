@@ -23,7 +23,7 @@ from kg_fuse.server.api.schemas import (
     OntologyNode,
     OntologyStatistics,
 )
-from kg_fuse.server.graph.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.graph import duplicates
 from kg_fuse.server.storage import repository
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> Catal
         near = repository.near_duplicates(row)
         # a document's status: near-duplicate sections found at ingestion are warnings
         properties = {"filename": row["filename"], "created_at": row["created_at"],
-                      "warnings": [near_duplicate_warning(d) for d in near],
+                      "warnings": duplicates.warnings(near),
                       "near_duplicates": near}
     else:
         properties = {"created_at": row["created_at"]}

@@ -23,6 +23,11 @@ def warning(dup: dict) -> str:
             f"to existing concept {dup['similar_label']!r}")
 
 
+def warnings(found: list[dict]) -> list[str]:
+    """The warnings of these near-duplicates, worded once (:func:`warning`)."""
+    return [warning(d) for d in found]
+
+
 def find(store: Store, before: ConceptIndex, index: ConceptIndex,
          new_ids: list[str]) -> list[dict]:
     """New concepts (in ``index``) more than NEAR_DUPLICATE similar to one in ``before``."""

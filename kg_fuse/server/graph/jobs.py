@@ -37,7 +37,7 @@ from kg_fuse.limits import (
     MIB,
 )
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.graph.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.graph import duplicates
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.storage import job_rows, repository
 from kg_fuse.server.storage.store import Store
@@ -233,7 +233,7 @@ class JobRunner:
                         "document_id": repository.document_in_ontology(
                             self.store, text, ontology)}
         if outcome.near_duplicates:
-            result["warnings"] = [near_duplicate_warning(d) for d in outcome.near_duplicates]
+            result["warnings"] = duplicates.warnings(outcome.near_duplicates)
             result["near_duplicates"] = outcome.near_duplicates
         self._update(job_id, status="completed", completed_at=time.time(), result=result,
                      progress={"stage": "completed", "percent": 100,

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kg_fuse.server.corpus import DocumentSpec, concept_id, copy_id
-from kg_fuse.server.storage.store import Store, in_batches
+from kg_fuse.server.storage.store import Store, by_concept, in_batches
 
 log = logging.getLogger(__name__)
 
@@ -200,11 +200,8 @@ def concepts_lacking_text(store: Store) -> list[sqlite3.Row]:
 
 def evidence_quotes(store: Store, concept_ids: list[str]) -> dict[str, list[str]]:
     """Concept id -> its evidence quotes, in the order they were stored."""
-    evidence: dict[str, list[str]] = defaultdict(list)
-    for r in in_batches(store, "SELECT concept_id, quote FROM instances WHERE concept_id IN "
-                        "({ids}) ORDER BY id", concept_ids):
-        evidence[r["concept_id"]].append(r["quote"])
-    return evidence
+    return by_concept(in_batches(store, "SELECT concept_id, quote FROM instances WHERE "
+                                 "concept_id IN ({ids}) ORDER BY id", concept_ids), "quote")
 
 
 def stored_views(store: Store) -> dict[str, set[str]]:

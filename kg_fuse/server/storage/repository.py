@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
 from kg_fuse.server.corpus import content_hash, copy_id
-from kg_fuse.server.storage.store import Store, in_batches
+from kg_fuse.server.storage.store import Store, by_concept, in_batches
 
 ChildKind = Literal["ontology", "document", "concept"]
 
@@ -196,11 +195,9 @@ def provenance_documents(store: Store, concept_id: str) -> list[sqlite3.Row]:
 
 def ontologies_of(store: Store, ids: list[str]) -> dict[str, list[str]]:
     """Concept id -> the names of the ontologies its evidence comes from, sorted."""
-    names: dict[str, list[str]] = defaultdict(list)
-    for r in in_batches(store, "SELECT DISTINCT concept_id, ontology FROM evidence "
-                        "WHERE concept_id IN ({ids}) ORDER BY ontology", ids):
-        names[r["concept_id"]].append(r["ontology"])
-    return names
+    return by_concept(in_batches(store, "SELECT DISTINCT concept_id, ontology FROM evidence "
+                                 "WHERE concept_id IN ({ids}) ORDER BY ontology", ids),
+                      "ontology")
 
 
 def concept_ids(store: Store) -> set[str]:

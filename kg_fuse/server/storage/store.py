@@ -16,7 +16,8 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -293,6 +294,14 @@ def read_setting_at(db: Path, key: str) -> str | None:
     (a running server may hold the store)."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         return read_setting(conn, key)
+
+
+def by_concept(rows: Iterable[sqlite3.Row], column: str) -> dict[str, list]:
+    """``concept_id`` -> the rows' ``column`` values, in the rows' order."""
+    out: dict[str, list] = defaultdict(list)
+    for r in rows:
+        out[r["concept_id"]].append(r[column])
+    return out
 
 
 def in_batches(store: Store, sql: str, ids: list[str]) -> Iterator[sqlite3.Row]:

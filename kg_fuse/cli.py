@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     from kg_fuse import systemd
     from kg_fuse.eval import commands as eval_commands
     from kg_fuse.fs import commands as fs_commands
-    from kg_fuse.server import commands as server_commands
+    from kg_fuse.server import server_commands
 
     parser = Parser(
         prog="kg-fuse",

@@ -16,11 +16,11 @@ import resource
 import time
 from pathlib import Path
 
-from kg_fuse.server import content
 from kg_fuse.server.corpus import embedding_text
-from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph import indexing
 from kg_fuse.server.search.views import VIEWS, embedded_views
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 
 def cpu() -> float:
@@ -41,7 +41,8 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=1000, help="concepts (0: all)")
     args = ap.parse_args()
     store = Store(args.store)
-    concepts = content._concept_texts(store, "1")
+    concepts = indexing._concept_texts(
+        store, store.query("SELECT * FROM concepts ORDER BY id"))
     rows = {r["id"]: (r["label"], r["description"] or "")
             for r in store.query("SELECT id, label, description FROM concepts")}
     if args.sample:

@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 
 from kg_fuse.eval import sets
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import keywords
+from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.understand import QueryReading
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 
 class Forgetful(dict):

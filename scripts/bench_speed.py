@@ -135,7 +135,7 @@ def readers_throughput(dirs: list[Path], readers: int, rounds: int = 3) -> float
 
 
 def server_round_trips(server: KGServer, repeat: int) -> list[list[str]]:
-    from kg_fuse.server.embedder import Embedder
+    from kg_fuse.server.embedding.embedder import Embedder
 
     floor = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER], stdout=subprocess.PIPE)
     assert floor.stdout is not None

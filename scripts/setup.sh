@@ -14,7 +14,7 @@ for pkg in fuse3 libfuse3-dev pkg-config gcc python3-dev python3-venv attr; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 # WordNet's database (the data alone, not its browser): how the embedded server reads
-# query words its corpus never uses (kg_fuse/server/lexicon.py)
+# query words its corpus never uses (kg_fuse/server/search/lexicon.py)
 lean_pkgs=()
 dpkg -s wordnet-base >/dev/null 2>&1 || lean_pkgs+=(wordnet-base)
 # systemd-analyze checks the user units that 'kg-fuse systemd install' writes (a test)
@@ -59,5 +59,5 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
 fi
 # The embedding model as an ONNX file, made once from the packaged weights with torch
 # (the server runs it without torch); already made, this only checks
-.venv/bin/python -m kg_fuse.server.model_file
+.venv/bin/python -m kg_fuse.server.embedding.model_file
 echo "==> environment ready (.venv)"

@@ -19,12 +19,13 @@ import pytest
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble
 from kg_fuse.fs.queries import QueryStore
-from kg_fuse.server.app import create_app
-from kg_fuse.server.auth import ensure_credentials, token_ttl
+from kg_fuse.server.api.app import create_app
+from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph import startup
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage.store import Store
 from tests.helpers.core import API_URL, Core, ServerApp, mount_options
 from tests.helpers.driver import FsDriver, install_fake_kernel
 from tests.helpers.store import copy_store
@@ -58,7 +59,8 @@ def _start_app(small_store: Path, embedder: Embedder, root: Path) -> Iterator[Se
     graph = KnowledgeGraph(store, embedder)
     try:
         # what ``kg-fuse serve`` does at start: check the store (nothing to build), load
-        graph.prepare(corpus="stdlib", modules=list(SMALL_TEST_MODULES), progress=False)
+        startup.prepare(graph, corpus="stdlib", modules=list(SMALL_TEST_MODULES),
+                        progress=False)
         credentials = ensure_credentials(store, root / "server-credentials.json", API_URL)
         yield ServerApp(create_app(graph, token_ttl(None)), graph, credentials)
     finally:

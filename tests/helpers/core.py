@@ -19,7 +19,7 @@ from kg_fuse.fs.mount import MountOptions
 from kg_fuse.fs.operations import KgOperations
 from kg_fuse.fs.service import QueryService
 from kg_fuse.fs.tree import Tree
-from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
 
 API_URL = "http://kg.test"  # never resolved: the transport is the app itself

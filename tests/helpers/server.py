@@ -1,6 +1,6 @@
 """A real embedded server in a subprocess, for tests.
 
-``KGServer(root, modules=...)`` runs ``python -m kg_fuse.server.commands serve`` on a
+``KGServer(root, modules=...)`` runs ``python -m kg_fuse.cli serve`` on a
 free loopback port with ``XDG_DATA_HOME``/``XDG_CONFIG_HOME`` under ``root``, its stderr
 in ``root/server.log``, and waits until ``GET /health`` answers. Credentials come from
 the 0600 file the server writes, exactly as a user's client would find them.
@@ -104,7 +104,7 @@ class KGServer:
     # -- lifecycle ----------------------------------------------------------------------
 
     def argv(self, *extra: str) -> list[str]:
-        args = [sys.executable, "-m", "kg_fuse.server.commands", "serve",
+        args = [sys.executable, "-m", "kg_fuse.cli", "serve",
                 "--port", str(self.port), "--corpus", self.corpus]
         if self.modules is not None:
             args += ["--modules", ",".join(self.modules)]

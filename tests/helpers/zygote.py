@@ -30,7 +30,7 @@ from typing import Any
 
 # kind -> (the module its children run as ``python -m``, the libraries it imports first)
 KINDS = {
-    "server": ("kg_fuse.server.commands",
+    "server": ("kg_fuse.cli",
                ("numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "anyio",
                 "httpx", "pydantic")),
     "mount": ("kg_fuse.cli", ("pyfuse3", "trio", "httpx", "cachetools", "tenacity",
@@ -179,7 +179,7 @@ def _serve(kind: str) -> None:
     import importlib
 
     module, preload = KINDS[kind]
-    # as kg_fuse.server.embedder does before importing onnxruntime (it reads it then)
+    # as kg_fuse.server.embedding.embedder does before importing onnxruntime (it reads it then)
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     for name in preload:
         importlib.import_module(name)

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse.server import model_file
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
+from kg_fuse.server.embedding import model_file
 from tests.helpers.mount import fuse_available
 from tests.helpers.store import OFFLINE_ENV, copy_store
 from tests.readme.docs import README, ROOT, sections, sh_blocks

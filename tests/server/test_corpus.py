@@ -15,11 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from kg_fuse.server import content
 from kg_fuse.server.corpus import live
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.corpus.stdlib import build_stdlib_corpus
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import content
+from kg_fuse.server.storage.store import Store
 from tests.helpers.server import KGServer
 
 

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.jobs import JobRunner, QueuedJob
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph import startup
+from kg_fuse.server.graph.jobs import JobRunner, QueuedJob
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import calibrate
 from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 SAUCES = """# Sauces
 
@@ -49,7 +50,7 @@ def embedder() -> Embedder:
 @pytest.fixture
 def graph(tmp_path: Path, embedder: Embedder) -> KnowledgeGraph:
     graph = KnowledgeGraph(Store(tmp_path / "kg.sqlite3"), embedder)
-    graph.prepare(corpus="none", progress=False)
+    startup.prepare(graph, corpus="none", progress=False)
     return graph
 
 
@@ -66,15 +67,15 @@ def ranking(index: ConceptIndex, graph: KnowledgeGraph, query: str) -> list[tupl
 
 def admin_default(graph: KnowledgeGraph) -> None:
     """An administrator's default: no recalibration (faster tests not about it)."""
-    graph.set_threshold(0.5)
+    graph.threshold.set(0.5)
 
 
 def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> None:
     admin_default(graph)
     sauces = doc(SAUCES, "sauces.md")
-    graph.add_documents([sauces])
+    graph.changes.add_documents([sauces])
     before = graph.index
-    graph.add_documents([doc(BREAD, "bread.md", "baking")])
+    graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])
     assert len(graph.index) == len(before) + 3 and len(before) == 3
     assert ranking(before, graph, "knead the dough") != ranking(graph.index, graph,
                                                                   "knead the dough")
@@ -85,13 +86,13 @@ def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> N
     kitchen = graph.search("knead the dough", 0.0, 10, 0, "kitchen").page
     assert len(baking) == 3 and len(kitchen) == 3
     assert not {c for c, _ in baking} & {c for c, _ in kitchen}
-    graph.remove_document(sauces.id)
+    graph.changes.remove_document(sauces.id)
     assert len(graph.index) == 3
     labels = {r["id"]: r["label"] for r in graph.store.query("SELECT id, label FROM concepts")}
     assert all(labels.get(cid) for cid in graph.index.ids)
     assert ranking(graph.index, graph, "roux") == ranking(ConceptIndex.load(graph.store),
                                                           graph, "roux")
-    graph.remove_ontology("baking")
+    graph.changes.remove_ontology("baking")
     assert len(graph.index) == 0
 
 
@@ -118,42 +119,42 @@ def test_near_duplicate_section_is_a_warning_not_an_error(graph: KnowledgeGraph)
 
 def test_calibrated_default_follows_the_corpus_but_an_admin_value_stays(
         graph: KnowledgeGraph) -> None:
-    graph.add_documents([doc(SAUCES, "sauces.md")])
-    prov = graph.provenance()
+    graph.changes.add_documents([doc(SAUCES, "sauces.md")])
+    prov = graph.threshold.provenance()
     assert prov["source"] == "calibrated" and prov["concept_count"] == 3
     report = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
-    assert graph.stored_threshold() == report["default"]
+    assert graph.threshold.stored() == report["default"]
     # +1 concept of 3 is more than 20%: recalibrated on 6 (bread adds 3)
-    graph.add_documents([doc(BREAD, "bread.md")])
-    assert graph.provenance()["concept_count"] == 6
-    graph.set_threshold(0.77, provenance={"source": "administrator", "set_by": "admin",
+    graph.changes.add_documents([doc(BREAD, "bread.md")])
+    assert graph.threshold.provenance()["concept_count"] == 6
+    graph.threshold.set(0.77, provenance={"source": "administrator", "set_by": "admin",
                                           "set_at": "now"})
-    graph.add_documents([doc(COPY, "notes.md")])
-    assert graph.stored_threshold() == 0.77
-    assert graph.provenance() == {"source": "administrator", "set_by": "admin",
+    graph.changes.add_documents([doc(COPY, "notes.md")])
+    assert graph.threshold.stored() == 0.77
+    assert graph.threshold.provenance() == {"source": "administrator", "set_by": "admin",
                                   "set_at": "now"}
 
 
 def test_small_change_keeps_the_calibrated_default(graph: KnowledgeGraph) -> None:
     many = "\n".join(f"## Recipe {i}\nStep {i}: combine the ingredients for dish {i}.\n"
                      for i in range(12))
-    graph.add_documents([doc("# Book\n" + many, "book.md")])
-    calibrated = graph.provenance()
-    graph.add_documents([doc(COPY, "notes.md")])  # 1 more of 12: under 20%
-    assert graph.provenance() == calibrated
+    graph.changes.add_documents([doc("# Book\n" + many, "book.md")])
+    calibrated = graph.threshold.provenance()
+    graph.changes.add_documents([doc(COPY, "notes.md")])  # 1 more of 12: under 20%
+    assert graph.threshold.provenance() == calibrated
 
 
 async def test_near_duplicates_are_the_documents_status(graph: KnowledgeGraph) -> None:
     """The catalog listing and the document's concepts carry the warnings (real app)."""
     import httpx
 
-    from kg_fuse.server import auth
-    from kg_fuse.server.app import create_app
+    from kg_fuse.server.api import auth
+    from kg_fuse.server.api.app import create_app
 
     admin_default(graph)
-    graph.add_documents([doc(SAUCES, "sauces.md"), doc(BREAD, "bread.md")])
+    graph.changes.add_documents([doc(SAUCES, "sauces.md"), doc(BREAD, "bread.md")])
     copy = doc(COPY, "notes.md")
-    outcome = graph.add_documents([copy])
+    outcome = graph.changes.add_documents([copy])
     assert len(outcome.near_duplicates) == 1
     client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
     token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
@@ -183,8 +184,8 @@ async def test_jobs_run_in_the_apps_lifespan_and_stop_with_it(graph: KnowledgeGr
     import httpx
     import trio
 
-    from kg_fuse.server import auth
-    from kg_fuse.server.app import create_app
+    from kg_fuse.server.api import auth
+    from kg_fuse.server.api.app import create_app
 
     admin_default(graph)
     client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
@@ -220,12 +221,13 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         graph: KnowledgeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user who sees a new document in the catalog and searches for it finds it; the
     epoch a client refreshes on moves only once both are visible."""
-    from kg_fuse.server import content, repository
+    from kg_fuse.server.graph import indexing
+    from kg_fuse.server.storage import repository
 
     admin_default(graph)
-    graph.add_documents([doc(SAUCES, "sauces.md")])
+    graph.changes.add_documents([doc(SAUCES, "sauces.md")])
     seen: dict[str, object] = {}
-    real_embed = content.embed_missing
+    real_embed = indexing.embed_missing
 
     def listed() -> list[str]:
         _, ontology_id = repository.resolve_parent(graph.store, "kitchen", "ontology")
@@ -238,8 +240,8 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         seen["epoch while embedding"] = store.epoch()
         return real_embed(store, embedder, **options)
 
-    monkeypatch.setattr(content, "embed_missing", observing_embed)
-    graph.add_documents([doc(BREAD, "bread.md")])
+    monkeypatch.setattr(indexing, "embed_missing", observing_embed)
+    graph.changes.add_documents([doc(BREAD, "bread.md")])
     assert seen["listed while embedding"] == ["sauces.md"]
     assert sorted(listed()) == ["bread.md", "sauces.md"]
     assert graph.store.epoch() > seen["epoch while embedding"]
@@ -251,13 +253,13 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
 
 def test_a_document_an_interrupted_ingest_left_unlisted_is_listed_at_start(
         tmp_path: Path, embedder: Embedder) -> None:
-    from kg_fuse.server import content, repository
+    from kg_fuse.server.storage import content, repository
 
     store = Store(tmp_path / "kg.sqlite3")
     content.write_documents(store, [doc(BREAD, "bread.md")], published=False)
     assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) == []
     graph = KnowledgeGraph(store, embedder)
-    graph.prepare(corpus="none", progress=False)
+    startup.prepare(graph, corpus="none", progress=False)
     assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) \
         == ["bread.md"]
     assert len(graph.index) == 3
@@ -265,13 +267,13 @@ def test_a_document_an_interrupted_ingest_left_unlisted_is_listed_at_start(
 
 def test_the_same_document_twice_in_one_batch_is_stored_once(graph: KnowledgeGraph) -> None:
     admin_default(graph)  # before the fix: IntegrityError, and nothing stored
-    graph.add_documents([doc(BREAD, "bread.md"), doc(BREAD, "bread copy.md")])
+    graph.changes.add_documents([doc(BREAD, "bread.md"), doc(BREAD, "bread copy.md")])
     assert len(graph.index) == 3
 
 
 def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph) -> None:
     oven = SAUCES + "\n## Oven\nBake at 180 degrees for 25 minutes.\n"
-    graph.add_documents([doc(oven, "sauces.md")])
+    graph.changes.add_documents([doc(oven, "sauces.md")])
     low = 0.01  # far below any default: only the rule can keep these out
     assert graph.search("roux butter", low, 50, 0, None).page
     partly = graph.search("roux zzyzx", low, 50, 0, None).page  # discounted, still found
@@ -289,7 +291,7 @@ def scoped(graph: KnowledgeGraph, ontology: str, query: str = "knead the dough")
 
 
 def files(graph: KnowledgeGraph, ontology: str) -> list[str]:
-    from kg_fuse.server import repository
+    from kg_fuse.server.storage import repository
 
     return repository.ontology_files(graph.store, repository.ontology(
         graph.store, ontology)["id"])
@@ -299,11 +301,11 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
         graph: KnowledgeGraph) -> None:
     """Duplicates are per ontology, as on the platform: the copy is listed and searchable
     in both, under two document ids, and the index grown in place matches a fresh load."""
-    from kg_fuse.server import repository
+    from kg_fuse.server.storage import repository
 
     admin_default(graph)
-    graph.add_documents([doc(BREAD, "bread.md", "kitchen")])
-    outcome = graph.add_documents([doc(BREAD, "bread.md", "baking")])
+    graph.changes.add_documents([doc(BREAD, "bread.md", "kitchen")])
+    outcome = graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])
     assert outcome.concepts_created == 0  # the same concepts, with evidence in both
     assert files(graph, "kitchen") == ["bread.md"] == files(graph, "baking")
     kneading = scoped(graph, "kitchen")
@@ -334,16 +336,16 @@ def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
 
 
 def test_removing_one_copy_leaves_its_concepts_to_the_other(graph: KnowledgeGraph) -> None:
-    from kg_fuse.server import repository
+    from kg_fuse.server.storage import repository
 
     admin_default(graph)
-    graph.add_documents([doc(BREAD, "bread.md", "kitchen")])
-    graph.add_documents([doc(BREAD, "bread.md", "baking")])
-    graph.remove_document(repository.document_in_ontology(graph.store, BREAD, "baking"))
+    graph.changes.add_documents([doc(BREAD, "bread.md", "kitchen")])
+    graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])
+    graph.changes.remove_document(repository.document_in_ontology(graph.store, BREAD, "baking"))
     assert scoped(graph, "baking") == [] and len(scoped(graph, "kitchen")) >= 1
     assert len(graph.index) == 3
-    graph.remove_document(repository.document_in_ontology(graph.store, BREAD, "kitchen"))
+    graph.changes.remove_document(repository.document_in_ontology(graph.store, BREAD, "kitchen"))
     assert scoped(graph, "kitchen") == [] and len(graph.index) == 0
-    graph.add_documents([doc(BREAD, "bread.md", "baking")])  # and back, under its hash
+    graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])  # and back, under its hash
     assert repository.document_in_ontology(graph.store, BREAD, "baking") == doc(
         BREAD, "b.md").id

@@ -18,8 +18,8 @@ from kg_fuse.limits import (
     MAX_QUEUED_JOBS_PER_CLIENT,
     MAX_SECTIONS_PER_DOCUMENT,
 )
-from kg_fuse.server.auth import create_client
-from kg_fuse.server.store import Store
+from kg_fuse.server.api.auth import create_client
+from kg_fuse.server.storage.store import Store
 from tests.helpers.server import KGServer
 
 STOP_BOUND = 10.0  # seconds, the bound for `kg-fuse server stop` during an ingest

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from kg_fuse import cli
-from kg_fuse.server import model_file
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES, build_stdlib_corpus
-from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.embedding import model_file
+from kg_fuse.server.embedding.embedder import Embedder
 from tests.helpers.server import KGServer
 from tests.helpers.store import copy_store
 
@@ -79,7 +79,7 @@ def test_without_torch_a_missing_model_file_says_how_to_make_it(
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert status == 1
     assert last.startswith("kg-fuse: the embedding model's ONNX file is missing: ")
-    assert "python" in last and "-m kg_fuse.server.model_file" in last
+    assert "python" in last and "-m kg_fuse.server.embedding.model_file" in last
     assert "pip install 'kg-fuse[export]'" in last
 
 

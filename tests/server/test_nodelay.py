@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from kg_fuse.server.commands import _bind
+from kg_fuse.server.server_commands import _bind
 
 
 @pytest.mark.parametrize("loop_factory", ["asyncio", "uvloop"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg_fuse.server import content
+from kg_fuse.server.graph import indexing
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.calibrate import (
     EVERYDAY_WORDS,
@@ -27,7 +27,7 @@ from kg_fuse.server.search.index import ConceptIndex, merge
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import TYPO_PENALTY, read_query
 from kg_fuse.server.search.views import WEIGHTS, fuse, split_name, view_texts
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 
 def unit(*values: float) -> np.ndarray:
@@ -171,7 +171,7 @@ def store(tmp_path: Path) -> Store:
             conn.execute("INSERT INTO concepts(id, label, description, created_at) "
                          "VALUES (?, ?, ?, 0)", (f"c_fill{i}", f"mod.func{i}",
                                                  f"Do thing number {i} with the value."))
-    assert content.index_missing_text(store) == len(CONCEPTS) + 40
+    assert indexing.index_missing_text(store) == len(CONCEPTS) + 40
     return store
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex
 
 

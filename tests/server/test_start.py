@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse.server import content
-from kg_fuse.server.embedder import Embedder
+from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.graph import indexing, startup
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import keywords, lexicon
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 from tests.helpers.store import copy_store
 
 
@@ -77,10 +77,10 @@ def test_starting_on_a_built_store_reads_no_corpus_text(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing to embed or index: the corpus's text (its acronyms) is not read at all."""
     read: list[str] = []
-    real = content.corpus_acronyms
-    monkeypatch.setattr(content, "corpus_acronyms",
+    real = indexing.corpus_acronyms
+    monkeypatch.setattr(indexing, "corpus_acronyms",
                         lambda s: read.append("acronyms") or real(s))
     graph = KnowledgeGraph(store, Embedder())
-    graph.prepare(corpus="none", progress=False)
+    startup.prepare(graph, corpus="none", progress=False)
     assert len(graph.index) > 100
     assert read == []

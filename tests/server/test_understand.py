@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.limits import MAX_QUERY_CHARS, MIB
-from kg_fuse.server import content
+from kg_fuse.server.graph import indexing
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.calibrate import gibberish_queries, not_naming, outliers_for
 from kg_fuse.server.search.lexicon import WordNet, find_wordnet, stem, wordnet
@@ -25,7 +25,7 @@ from kg_fuse.server.search.understand import (
     read_query,
     read_word,
 )
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 KITCHEN = Vocabulary.of(names=["ls", "sort", "getcwd"], words=[
     "baking", "bread", "loaf", "pasta", "cooking", "omelette", "eggs", "stock", "chicken",
@@ -271,7 +271,7 @@ def store(tmp_path: Path) -> Store:
     with store.transaction() as conn:
         conn.executemany("INSERT INTO concepts(id, label, description, created_at) "
                          "VALUES (?, ?, ?, 0)", rows)
-    content.index_missing_text(store)
+    indexing.index_missing_text(store)
     return store
 
 

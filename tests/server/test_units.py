@@ -65,7 +65,7 @@ def test_small_corpus_concepts_and_grouping() -> None:
 
 
 def test_register_adds_subcommands_with_funcs() -> None:
-    from kg_fuse.server import commands
+    from kg_fuse.server import server_commands as commands
 
     parser = argparse.ArgumentParser()
     commands.register(parser.add_subparsers(dest="command"))
@@ -78,7 +78,7 @@ def test_register_adds_subcommands_with_funcs() -> None:
 
 
 def test_commands_module_imports_nothing_heavy() -> None:
-    code = ("import sys, kg_fuse.server.commands\n"
+    code = ("import sys, kg_fuse.server.server_commands\n"
             "heavy = {'fastapi', 'numpy', 'torch', 'sentence_transformers', 'uvicorn'}\n"
             "print(sorted(heavy & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -88,7 +88,7 @@ def test_commands_module_imports_nothing_heavy() -> None:
 
 def test_serve_refuses_a_remote_host_without_allow_remote() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "kg_fuse.server.commands", "serve", "--host", "0.0.0.0"],
+        [sys.executable, "-m", "kg_fuse.cli", "serve", "--host", "0.0.0.0"],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--allow-remote" in result.stderr

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from kg_fuse.server.corpus import ChunkSpec, ConceptSpec, DocumentSpec
 from kg_fuse.server.corpus.chapters import chapter_of
+from kg_fuse.server.corpus.docstrings import EXAMPLES_MAX_CHARS, first_paragraph, paragraphs
 
 log = logging.getLogger(__name__)
 
@@ -147,8 +148,6 @@ def _label(module: str, name: str) -> str:
 def _split_doc(name: str, signature: str, doc: str) -> tuple[str, str, list[str]]:
     """(signature, description, paragraphs): a doc that opens with call lines gives them
     as the signature when ``inspect`` could not."""
-    from kg_fuse.server.corpus.stdlib import first_paragraph, paragraphs
-
     paras = paragraphs(doc)
     if paras and f"{name}(" in paras[0].splitlines()[0]:
         signature = signature or paras[0].splitlines()[0].strip()
@@ -192,8 +191,6 @@ class _Builder:
         signature, description, paras = _split_doc(name, signature, doc)
         if _no_prose(name, signature, doc, description):
             return False
-        from kg_fuse.server.corpus.stdlib import EXAMPLES_MAX_CHARS
-
         spec = self._doc(module)
         parts = self.parts[module]
         header = f"{label}\n{signature}\n\n" if signature else f"{label}\n\n"

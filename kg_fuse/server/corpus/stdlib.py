@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import copy
 import logging
-import re
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from kg_fuse.server.corpus import ChunkSpec, ConceptSpec, DocumentSpec
 from kg_fuse.server.corpus.chapters import chapter_of
+from kg_fuse.server.corpus.docstrings import examples_of, first_paragraph, paragraphs
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +40,11 @@ SKIPPED_TOP_LEVEL = frozenset({
 })
 SKIPPED_PARTS = frozenset({"test", "tests", "idle_test", "__main__", "__pycache__"})
 
-EXAMPLES_MAX_CHARS = 2000
 #: Bumped when the builder adds kinds of concepts; a store built by an older version
 #: gains the new documents at the next start (2: compiled modules and built-ins).
 CORPUS_VERSION = 2
 #: The settings key recording which stdlib corpus a store holds.
 STDLIB_MARKER_KEY = "stdlib_corpus"
-
-_PARAGRAPH_SPLIT = re.compile(r"\n\s*\n")
-_WHITESPACE = re.compile(r"\s+")
-
 
 def stdlib_dir() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
@@ -84,24 +79,6 @@ def _is_package_path(root: Path, dirs: tuple[str, ...]) -> bool:
         if not (current / "__init__.py").exists():
             return False
     return True
-
-
-def paragraphs(docstring: str) -> list[str]:
-    """Blank-line separated paragraphs, whitespace preserved inside each."""
-    return [p.strip() for p in _PARAGRAPH_SPLIT.split(docstring) if p.strip()]
-
-
-def first_paragraph(docstring: str) -> str:
-    paras = paragraphs(docstring)
-    return _WHITESPACE.sub(" ", paras[0]) if paras else ""
-
-
-def examples_of(docstring: str) -> str:
-    """The examples view: the doctest paragraphs if any, else the paragraphs after the
-    first, capped at :data:`EXAMPLES_MAX_CHARS` (the model reads only ~256 tokens)."""
-    rest = paragraphs(docstring)[1:]
-    doctests = [p for p in rest if p.lstrip().startswith(">>>")]
-    return "\n\n".join(doctests or rest)[:EXAMPLES_MAX_CHARS]
 
 
 def ast_signature(node: ast.AST) -> str:

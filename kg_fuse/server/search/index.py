@@ -24,11 +24,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedder import DIMENSIONS
+from kg_fuse.server.embedding.embedder import DIMENSIONS
 from kg_fuse.server.search import tuning
 from kg_fuse.server.search.scan import QuantisedScan, exact_scores
 from kg_fuse.server.search.views import fuse
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import search_rows
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -78,30 +79,17 @@ def _ontology_rows(ids: list[str], members: Mapping[str, Iterable[str]]
 
 def memberships(store: Store, ids: list[str] | None = None) -> dict[str, frozenset[str]]:
     """Concept id -> names of the ontologies its evidence comes from."""
-    sql = "SELECT DISTINCT concept_id, ontology AS name FROM evidence"
     found: dict[str, set[str]] = defaultdict(set)
-    if ids is None:
-        for r in store.query(sql):
-            found[r["concept_id"]].add(r["name"])
-    else:
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for r in store.query(f"{sql} WHERE concept_id IN ({','.join('?' * len(part))})",
-                                 part):
-                found[r["concept_id"]].add(r["name"])
+    for r in search_rows.evidence_ontologies(store, ids):
+        found[r["concept_id"]].add(r["name"])
     return {cid: frozenset(names) for cid, names in found.items()}
 
 
 def load_fused(store: Store, ids: list[str] | None = None) -> dict[str, np.ndarray]:
     """Concept id -> fused vector, from the stored per-view vectors."""
-    sql = "SELECT concept_id, view, vector FROM concept_views"
     views: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
-    batches = [None] if ids is None else [ids[i:i + 500] for i in range(0, len(ids), 500)]
-    for part in batches:
-        rows = (store.query(sql) if part is None else
-                store.query(f"{sql} WHERE concept_id IN ({','.join('?' * len(part))})", part))
-        for r in rows:
-            views[r["concept_id"]][r["view"]] = np.frombuffer(r["vector"], dtype=np.float32)
+    for r in search_rows.view_vectors(store, ids):
+        views[r["concept_id"]][r["view"]] = np.frombuffer(r["vector"], dtype=np.float32)
     return {cid: fuse(v) for cid, v in views.items()}
 
 

@@ -1,6 +1,6 @@
 """The keyword side of hybrid search (Orama's deep recall): SQLite FTS5 with ``bm25()``.
 
-The ``concept_text`` FTS5 table (see :mod:`kg_fuse.server.store`) holds each concept's
+The ``concept_text`` FTS5 table (see :mod:`kg_fuse.server.storage.store`) holds each concept's
 name split into words, its signature, description and examples; its rowid is the
 concept's rowid, so deleting a concept deletes its text by trigger.
 
@@ -46,6 +46,8 @@ from cachetools import LRUCache
 
 from kg_fuse.server.search import lexicon, tuning
 from kg_fuse.server.search.understand import QueryReading, Vocabulary
+from kg_fuse.server.storage import search_rows
+from kg_fuse.server.storage.store import read_setting, write_setting
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +90,7 @@ STEMS_KEY = "vocabulary_stems"
 def load_vocabulary(conn: sqlite3.Connection) -> Vocabulary:
     """Every term of the keyword index, by stem too (for word forms), and the words of
     concepts' names."""
-    terms = [r[0] for r in conn.execute("SELECT term FROM concept_terms")]
+    terms = search_rows.index_terms(conn)
     _remember_stems(conn, terms)
     return Vocabulary.of(terms, load_names(conn))
 
@@ -98,10 +100,10 @@ def _remember_stems(conn: sqlite3.Connection, terms: list[str]) -> None:
     Python took 0.75 s of every start (a quarter of it, on a loaded machine). Kept with
     the stemmer's name and version, so another stemmer's are never used; written again
     whenever the terms have changed."""
-    row = conn.execute("SELECT value FROM settings WHERE key = ?", (STEMS_KEY,)).fetchone()
+    raw = read_setting(conn, STEMS_KEY)
     kept: dict[str, str] = {}
     try:
-        saved = json.loads(row[0]) if row is not None else {}
+        saved = json.loads(raw) if raw is not None else {}
     except ValueError:
         saved = None
     if not isinstance(saved, dict):
@@ -113,19 +115,14 @@ def _remember_stems(conn: sqlite3.Connection, terms: list[str]) -> None:
         return
     stems = {term: lexicon.stem(term) for term in terms}
     try:
-        conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO "
-                     "UPDATE SET value = excluded.value",
-                     (STEMS_KEY, json.dumps({"stemmer": lexicon.STEMMER, "stems": stems})))
+        write_setting(conn, STEMS_KEY, json.dumps({"stemmer": lexicon.STEMMER, "stems": stems}))
     except sqlite3.Error as exc:  # a read-only store: stem again next time
         log.info("could not keep the vocabulary's stems: %s", exc)
 
 
 def load_names(conn: sqlite3.Connection) -> frozenset[str]:
     """The terms of the index's name column (a per-connection vocabulary table)."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.concept_name_terms USING "
-                 "fts5vocab(main, concept_text, 'col')")
-    return frozenset(r[0] for r in conn.execute(
-        "SELECT DISTINCT term FROM temp.concept_name_terms WHERE col = 'name'"))
+    return search_rows.name_terms(conn)
 
 
 def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
@@ -138,9 +135,7 @@ def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
     for term in terms:  # one indexed lookup each: fts5vocab scans for IN (...)
         n = cache.counts.get(term) if cache is not None else None
         if n is None:
-            row = conn.execute("SELECT doc FROM concept_terms WHERE term = ?",
-                               (term,)).fetchone()
-            n = int(row[0]) if row is not None else 0
+            n = search_rows.term_documents(conn, term)
             if cache is not None:
                 cache.counts[term] = n
         if n:
@@ -248,10 +243,8 @@ def _term_rows(conn: sqlite3.Connection, term: str, per_term: int,
     key = (term, per_term, in_name)
     if cache is not None and (hit := cache.rows.get(key)) is not None:
         return hit
-    rows = conn.execute(
-        f"SELECT concept_id, -bm25(concept_text, {_BM25_ARGS}) AS s FROM concept_text "
-        "WHERE concept_text MATCH ? ORDER BY s DESC LIMIT ?",
-        (("name : " if in_name else "") + quote(term), per_term)).fetchall()
+    rows = search_rows.term_matches(conn, ("name : " if in_name else "") + quote(term),
+                                    per_term, _BM25_ARGS)
     best = max((r[1] for r in rows), default=0.0)
     shares = [(cid, max(0.0, s) / best) for cid, s in rows] if best > 0 else []
     if cache is not None:

@@ -3,7 +3,7 @@ and what is done with them (read a query, score it, search, the near-miss hint).
 
 Methods are blocking; routes call them through worker threads. The index and the
 vocabulary are swapped in as new references when content changes (the knowledge graph
-decides when: :class:`kg_fuse.server.service.KnowledgeGraph`), so a search that took
+decides when: :class:`kg_fuse.server.graph.knowledge_graph.KnowledgeGraph`), so a search that took
 them once never sees them half-updated, and every cache keyed by them empties itself.
 """
 
@@ -16,13 +16,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.generations import GenerationCache
+from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import keywords, tuning
+from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 

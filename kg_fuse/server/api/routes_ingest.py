@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
 
-from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from kg_fuse.limits import MAX_INGEST_BYTES, MAX_NAME_CHARS, shown
-from kg_fuse.server import content, repository
-from kg_fuse.server.corpus import content_hash
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, User
-from kg_fuse.server.jobs import QueuedJob, QueueFull
-from kg_fuse.server.schemas import (
+from kg_fuse.limits import MAX_INGEST_BYTES, shown
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Upload, User
+from kg_fuse.server.api.schemas import (
     DuplicateResponse,
     IngestResponse,
     JobResponse,
@@ -22,6 +18,9 @@ from kg_fuse.server.schemas import (
     OntologyDeleteResponse,
     OntologyInfoResponse,
 )
+from kg_fuse.server.corpus import content_hash
+from kg_fuse.server.graph.jobs import QueuedJob, QueueFull
+from kg_fuse.server.storage import content, repository
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +31,7 @@ RETRY_AFTER = 10  # seconds, in a 429's Retry-After: about one job of a few sect
 
 @router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
 def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> OntologyInfoResponse:
-    from kg_fuse.server.routes_catalog import ontology_info
+    from kg_fuse.server.api.routes_catalog import ontology_info
 
     try:
         content.create_ontology(ctx.store, body.name, body.description,
@@ -46,7 +45,7 @@ def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> Ontolo
 
 @router.delete("/ontology/{name:path}", response_model=OntologyDeleteResponse)
 def delete_ontology(name: str, ctx: Ctx, user: User) -> OntologyDeleteResponse:
-    result = ctx.graph.remove_ontology(name)
+    result = ctx.graph.changes.remove_ontology(name)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Ontology '{name}' not found")
     log.info("%s deleted ontology %s", user.client_id, shown(name))
@@ -55,16 +54,10 @@ def delete_ontology(name: str, ctx: Ctx, user: User) -> OntologyDeleteResponse:
 
 @router.post("/ingest", response_model=IngestResponse | DuplicateResponse)
 async def ingest(
-    ctx: Ctx,
-    user: User,
-    file: Annotated[UploadFile, File()],
-    ontology: Annotated[str, Form(min_length=1, max_length=MAX_NAME_CHARS)],
-    filename: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
-    force: Annotated[bool, Form()] = False,
-    auto_approve: Annotated[bool, Form()] = False,
-) -> IngestResponse | JSONResponse:
+    ctx: Ctx, user: User, form: Upload) -> IngestResponse | JSONResponse:
     """Queue a text document; the same content twice is a duplicate unless ``force``."""
-    raw = await file.read(MAX_INGEST_BYTES + 1)
+    ontology = form.ontology
+    raw = await form.file.read(MAX_INGEST_BYTES + 1)
     if len(raw) > MAX_INGEST_BYTES:
         raise HTTPException(status_code=413,
                             detail=f"File too large (limit {MAX_INGEST_BYTES} bytes)")
@@ -75,10 +68,10 @@ async def ingest(
                             detail="Only UTF-8 text documents can be ingested") from None
     if not text.strip():
         raise HTTPException(status_code=400, detail="The document is empty")
-    name = filename or file.filename or "document.txt"
+    name = form.filename or form.file.filename or "document.txt"
     digest = content_hash(text)
     jobs = ctx.jobs
-    if not force:
+    if not form.force:
         stored = await run_in_threadpool(repository.document_in_ontology, ctx.store,
                                          text, ontology)
         previous = await run_in_threadpool(jobs.existing_job, digest, ontology)
@@ -108,7 +101,7 @@ async def ingest(
         jobs.release(user.client_id, len(raw))
         raise
     log.info("%s queued %s for ontology %s as %s (auto_approve=%s)", user.client_id,
-             shown(name), shown(ontology), job_id, auto_approve)
+             shown(name), shown(ontology), job_id, form.auto_approve)
     return IngestResponse(job_id=job_id, status="pending", content_hash=digest,
                           message="Job queued; the embedded server approves jobs "
                                   "automatically")

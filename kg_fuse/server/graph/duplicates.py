@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kg_fuse.server import repository
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import repository
+from kg_fuse.server.storage.store import Store
 
 #: A new concept more similar than this to an existing one is reported.
 NEAR_DUPLICATE = 0.92
@@ -21,6 +21,11 @@ def warning(dup: dict) -> str:
     """The one wording of a near-duplicate warning (job result, document status)."""
     return (f"near-duplicate: section {dup['label']!r} is {dup['similarity']:.2f} similar "
             f"to existing concept {dup['similar_label']!r}")
+
+
+def warnings(found: list[dict]) -> list[str]:
+    """The warnings of these near-duplicates, worded once (:func:`warning`)."""
+    return [warning(d) for d in found]
 
 
 def find(store: Store, before: ConceptIndex, index: ConceptIndex,

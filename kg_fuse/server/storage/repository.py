@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Literal
 
 from kg_fuse.server.corpus import content_hash, copy_id
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store, by_concept, in_batches
 
 ChildKind = Literal["ontology", "document", "concept"]
 
@@ -196,14 +195,20 @@ def provenance_documents(store: Store, concept_id: str) -> list[sqlite3.Row]:
 
 def ontologies_of(store: Store, ids: list[str]) -> dict[str, list[str]]:
     """Concept id -> the names of the ontologies its evidence comes from, sorted."""
-    names: dict[str, list[str]] = defaultdict(list)
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        for r in store.query(
-            "SELECT DISTINCT concept_id, ontology FROM evidence "
-            f"WHERE concept_id IN ({','.join('?' * len(part))}) ORDER BY ontology", part):
-            names[r["concept_id"]].append(r["ontology"])
-    return names
+    return by_concept(in_batches(store, "SELECT DISTINCT concept_id, ontology FROM evidence "
+                                 "WHERE concept_id IN ({ids}) ORDER BY ontology", ids),
+                      "ontology")
+
+
+def concept_ids(store: Store) -> set[str]:
+    """Every stored concept's id."""
+    return {r[0] for r in store.query("SELECT id FROM concepts")}
+
+
+def concept_labels(store: Store) -> list[tuple[str, str, str]]:
+    """(id, label, description) of every concept, in id order."""
+    return [(r["id"], r["label"], r["description"] or "") for r in store.query(
+        "SELECT id, label, description FROM concepts ORDER BY id")]
 
 
 def labels(store: Store, ids: list[str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Browsing: epoch, catalog children, ontology info and document content.
 
-These are plain SQLite reads (:mod:`kg_fuse.server.repository`), so the handlers are
+These are plain SQLite reads (:mod:`kg_fuse.server.storage.repository`), so the handlers are
 sync functions, which FastAPI runs in its thread pool.
 """
 
@@ -12,10 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from kg_fuse.limits import MAX_NAME_CHARS
-from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
-from kg_fuse.server.duplicates import warning as near_duplicate_warning
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api.schemas import (
     CatalogNode,
     CatalogResponse,
     DocumentChunk,
@@ -25,6 +23,8 @@ from kg_fuse.server.schemas import (
     OntologyNode,
     OntologyStatistics,
 )
+from kg_fuse.server.graph import duplicates
+from kg_fuse.server.storage import repository
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def epoch(ctx: Ctx, store: Storage, _user: User) -> EpochResponse:
     this, so a PUT default reaches all of them within one poll, with no search."""
     graph = ctx.graph
     return EpochResponse(epoch=store.epoch(), default_threshold=graph.default_threshold(),
-                         threshold_presets=graph.presets())
+                         threshold_presets=graph.threshold.presets())
 
 
 def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> CatalogNode:
@@ -47,7 +47,7 @@ def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> Catal
         near = repository.near_duplicates(row)
         # a document's status: near-duplicate sections found at ingestion are warnings
         properties = {"filename": row["filename"], "created_at": row["created_at"],
-                      "warnings": [near_duplicate_warning(d) for d in near],
+                      "warnings": duplicates.warnings(near),
                       "near_duplicates": near}
     else:
         properties = {"created_at": row["created_at"]}

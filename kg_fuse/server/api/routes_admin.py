@@ -10,16 +10,16 @@ from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import shown
-from kg_fuse.server import auth
-from kg_fuse.server.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx, Storage
-from kg_fuse.server.embedder import MODEL_NAME
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api import auth
+from kg_fuse.server.api.deps import AuthFirstRoute, ConfigReader, ConfigWriter, Ctx, Storage
+from kg_fuse.server.api.schemas import (
     HealthResponse,
     ThresholdResponse,
     ThresholdUpdate,
     ThresholdUpdateResponse,
     TokenResponse,
 )
+from kg_fuse.server.embedding.embedder import MODEL_NAME
 from kg_fuse.server.search import presets
 from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 
@@ -82,15 +82,15 @@ def get_threshold(
     ctx: Ctx, _admin: ConfigReader
 ) -> ThresholdResponse:
     graph = ctx.graph
-    prov = graph.provenance()
+    prov = graph.threshold.provenance()
     source = prov.get("source", "fallback")
     return ThresholdResponse(
-        key=THRESHOLD_KEY, threshold=graph.stored_threshold(), fallback=FALLBACK_THRESHOLD,
+        key=THRESHOLD_KEY, threshold=graph.threshold.stored(), fallback=FALLBACK_THRESHOLD,
         source=source, concept_count=prov.get("concept_count"),
         calibrated_at=prov.get("calibrated_at"), noise_floor=prov.get("noise_floor"),
         set_by=prov.get("set_by"), set_at=prov.get("set_at"),
         recalibrates_after_change=RECALIBRATE_FRACTION if source == "calibrated" else None,
-        presets=graph.presets(), preset_rule=presets.RULE)
+        presets=graph.threshold.presets(), preset_rule=presets.RULE)
 
 
 @router.put("/admin/config/search-threshold", response_model=ThresholdUpdateResponse)
@@ -98,7 +98,7 @@ def put_threshold(
     body: ThresholdUpdate, ctx: Ctx,
     admin: ConfigWriter,
 ) -> ThresholdUpdateResponse:
-    ctx.graph.set_threshold(body.threshold, provenance={
+    ctx.graph.threshold.set(body.threshold, provenance={
         "source": "administrator", "set_by": admin.client_id,
         "set_at": datetime.now(UTC).isoformat(timespec="seconds")})
     log.info("%s set %s to %s", admin.client_id, THRESHOLD_KEY, body.threshold)

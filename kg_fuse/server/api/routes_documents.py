@@ -7,18 +7,18 @@ import logging
 import os
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, HTTPException, UploadFile
+from fastapi import APIRouter, Form, HTTPException
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
-from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
-from kg_fuse.server.duplicates import warning as near_duplicate_warning
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, Upload, User
+from kg_fuse.server.api.schemas import (
     DocumentConcept,
     DocumentConceptsResponse,
     DocumentDeleteResponse,
 )
+from kg_fuse.server.graph import duplicates
+from kg_fuse.server.storage import repository
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,13 @@ def document_concepts(document_id: str, store: Storage, _user: User
     return DocumentConceptsResponse(
         document_id=document_id, filename=row["filename"] or "unknown", concepts=concepts,
         total=len(concepts),
-        warnings=[near_duplicate_warning(d) for d in repository.near_duplicates(row)])
+        warnings=duplicates.warnings(repository.near_duplicates(row)))
 
 
 @router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
 def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteResponse:
     """The document, its chunks and evidence, and the concepts left without evidence."""
-    result = ctx.graph.remove_document(document_id)
+    result = ctx.graph.changes.remove_document(document_id)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Document '{document_id}' not found")
     log.info("%s deleted document %s", user.client_id, shown(document_id, 80))
@@ -55,15 +55,11 @@ def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteRes
 async def ingest_image(
     _ctx: Ctx,
     user: User,
-    file: Annotated[UploadFile, File()],
-    ontology: Annotated[str, Form(min_length=1, max_length=MAX_NAME_CHARS)],
-    filename: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
-    force: Annotated[bool, Form()] = False,
-    auto_approve: Annotated[bool, Form()] = False,
+    form: Upload,
     source_type: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
 ) -> None:
     """The platform's validation, in its order, then a refusal: no vision model here."""
-    name = filename or file.filename
+    name = form.filename or form.file.filename
     if not name:
         raise HTTPException(status_code=400, detail="Filename is required")
     ext = os.path.splitext(name)[1].lower()
@@ -71,7 +67,7 @@ async def ingest_image(
         raise HTTPException(status_code=400, detail=(
             f"Unsupported image format: {shown(ext, 20)}. Supported: "
             + ", ".join(IMAGE_EXTENSIONS)))
-    size = len(await file.read(MAX_IMAGE_BYTES + 1))
+    size = len(await form.file.read(MAX_IMAGE_BYTES + 1))
     if size > MAX_IMAGE_BYTES:
         raise HTTPException(status_code=400, detail=(
             f"Image too large: more than {MAX_IMAGE_BYTES // (1024 * 1024)} MB "
@@ -80,7 +76,7 @@ async def ingest_image(
         raise HTTPException(status_code=400, detail=(
             f"Image too small: {size} bytes (at least {MIN_IMAGE_BYTES})"))
     log.info("%s: refused image %s for ontology %s: no vision model", user.client_id,
-             shown(name, 80), shown(ontology, 80))
+             shown(name, 80), shown(form.ontology, 80))
     raise HTTPException(status_code=400, detail=NO_VISION_MODEL)
 
 

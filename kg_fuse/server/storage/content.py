@@ -1,8 +1,10 @@
-"""Content changes: writing corpus specs, embedding, similarity links, deletions.
+"""Content's rows: writing corpus specs, concept texts and vectors, similarity links,
+deletions.
 
 Every function here that changes what a client can see bumps the epoch in the same
-transaction. Embedding happens outside the store lock so a slow batch never stalls
-readers; callers run these functions in worker threads.
+transaction. Embedding happens elsewhere, outside the store lock, so a slow batch never
+stalls readers (:mod:`kg_fuse.server.graph.indexing`); callers run these functions in
+worker threads.
 """
 
 from __future__ import annotations
@@ -12,22 +14,13 @@ import logging
 import sqlite3
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from kg_fuse.server.corpus import DocumentSpec, concept_id, copy_id
-from kg_fuse.server.embedder import Embedder
-from kg_fuse.server.search import acronyms
-from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.search.views import embedded_views, split_name, view_texts
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage.store import Store, by_concept, in_batches
 
 log = logging.getLogger(__name__)
-
-SIMILAR_NEIGHBOURS = 3
-EMBED_STEP = 64  # texts embedded between two checks that an ingest job may go on (~1 s)
 
 
 def _ontology_id(conn: sqlite3.Connection, name: str, description: str = "",
@@ -187,42 +180,53 @@ class ConceptText:
     examples: str
 
 
-#: Append the long forms of the acronyms a concept uses (see :mod:`acronyms`).
-EXPAND_ACRONYMS = True
+def chunk_texts(store: Store) -> list[str]:
+    """Every chunk's full text (the corpus's own words, for its acronyms)."""
+    return [r[0] for r in store.query("SELECT full_text FROM chunks")]
 
 
-def corpus_acronyms(store: Store) -> dict[str, str]:
-    """The acronyms the stored corpus defines in its own text (lower case -> long form)."""
-    if not EXPAND_ACRONYMS:
-        return {}
-    return acronyms.build_map(r[0] for r in store.query("SELECT full_text FROM chunks"))
+def concepts_lacking_views(store: Store, views: Iterable[str]) -> list[sqlite3.Row]:
+    """The concept rows lacking a stored vector for one of ``views``, in id order."""
+    lacking = " OR ".join(
+        f"id NOT IN (SELECT concept_id FROM concept_views WHERE view = '{v}')" for v in views)
+    return store.query(f"SELECT * FROM concepts WHERE {lacking} ORDER BY id")
 
 
-def _concept_texts(store: Store, where: str) -> list[ConceptText]:
-    """The texts of the concepts matching ``where``, in id order."""
-    rows = store.query(f"SELECT * FROM concepts WHERE {where} ORDER BY id")
-    if not rows:  # a built store at start: no need to read the corpus's acronyms
-        return []
-    defined = corpus_acronyms(store)
-    evidence: dict[str, list[str]] = defaultdict(list)
-    ids = [r["id"] for r in rows]
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        for r in store.query("SELECT concept_id, quote FROM instances WHERE concept_id IN "
-                             f"({','.join('?' * len(part))}) ORDER BY id", part):
-            evidence[r["concept_id"]].append(r["quote"])
-    out = []
-    for r in rows:
-        keys = r.keys()
-        signature = (r["signature"] or "") if "signature" in keys else ""
-        description = r["description"] or ""
-        description = acronyms.expand(description, f"{r['label']} {description}", defined)
-        views = view_texts(r["label"], description, signature=signature,
-                           examples=(r["examples"] or "") if "examples" in keys else "",
-                           evidence=evidence.get(r["id"], []))
-        out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
-                               description, views.get("examples", "")))
-    return out
+def concepts_lacking_text(store: Store) -> list[sqlite3.Row]:
+    """The concept rows with no keyword-index row, in id order."""
+    return store.query("SELECT * FROM concepts WHERE rowid NOT IN "
+                       "(SELECT rowid FROM concept_text) ORDER BY id")
+
+
+def evidence_quotes(store: Store, concept_ids: list[str]) -> dict[str, list[str]]:
+    """Concept id -> its evidence quotes, in the order they were stored."""
+    return by_concept(in_batches(store, "SELECT concept_id, quote FROM instances WHERE "
+                                 "concept_id IN ({ids}) ORDER BY id", concept_ids), "quote")
+
+
+def stored_views(store: Store) -> dict[str, set[str]]:
+    """Concept id -> the views it has a stored vector of."""
+    have: dict[str, set[str]] = defaultdict(set)
+    for r in store.query("SELECT concept_id, view FROM concept_views"):
+        have[r["concept_id"]].add(r["view"])
+    return have
+
+
+def save_views(store: Store, model: str, vectors: list[tuple[str, str, bytes]],
+               texts: list[ConceptText]) -> None:
+    """Store (concept id, view, float32 bytes) vectors and the concepts' keyword text,
+    in one transaction."""
+    with store.transaction(content_change=True) as conn:
+        conn.executemany(
+            "INSERT OR REPLACE INTO concept_views(concept_id, view, model, vector) "
+            "VALUES (?, ?, ?, ?)", [(cid, view, model, blob) for cid, view, blob in vectors])
+        _index_text(conn, texts)
+
+
+def save_text(store: Store, texts: list[ConceptText]) -> None:
+    """(Re)write the keyword-search rows of these concepts."""
+    with store.transaction() as conn:
+        _index_text(conn, texts)
 
 
 def publish_documents(store: Store, near_duplicates: dict[str, list[dict]] | None = None,
@@ -242,56 +246,6 @@ def publish_documents(store: Store, near_duplicates: dict[str, list[dict]] | Non
         return conn.execute("UPDATE documents SET published = 1 WHERE published = 0").rowcount
 
 
-def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
-                  checkpoint: Callable[[], None] | None = None) -> list[str]:
-    """Embed the weighted views of every concept that lacks one; returns their ids.
-
-    Only the views with a fusion weight are embedded (:func:`views.embedded_views`):
-    the build costs one model pass per weighted view. A store embedded before views
-    existed has its single vector as the description view and is not re-embedded.
-    Also indexes their text for keyword search, in the same transaction. ``checkpoint``
-    is called between steps of :data:`EMBED_STEP` texts: it raises to stop (an ingest
-    job when the server shuts down), and nothing is written then.
-    """
-    wanted = embedded_views()
-    have: dict[str, set[str]] = defaultdict(set)
-    for r in store.query("SELECT concept_id, view FROM concept_views"):
-        have[r["concept_id"]].add(r["view"])
-    lacking = " OR ".join(
-        f"id NOT IN (SELECT concept_id FROM concept_views WHERE view = '{v}')" for v in wanted)
-    concepts = _concept_texts(store, lacking)
-    if not concepts:
-        return []
-    jobs = [(c.id, view, c.views[view]) for c in concepts for view in wanted
-            if view in c.views and view not in have[c.id]]
-    # Similar lengths in a batch mean less padding: about twice as fast on CPU.
-    jobs.sort(key=lambda j: len(j[2]))
-    log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),
-             embedder.name)
-    vectors = _embed(embedder, [text for _, _, text in jobs], progress, checkpoint)
-    with store.transaction(content_change=True) as conn:
-        conn.executemany(
-            "INSERT OR REPLACE INTO concept_views(concept_id, view, model, vector) "
-            "VALUES (?, ?, ?, ?)",
-            [(cid, view, embedder.name, np.ascontiguousarray(v, np.float32).tobytes())
-             for (cid, view, _), v in zip(jobs, vectors, strict=True)])
-        _index_text(conn, concepts)
-    return [c.id for c in concepts]
-
-
-def _embed(embedder: Embedder, texts: list[str], progress: bool,
-           checkpoint: Callable[[], None] | None) -> np.ndarray:
-    """All ``texts`` at once (start-up: one progress bar), or in steps with a check before
-    each (an ingest job)."""
-    if checkpoint is None:
-        return embedder.encode(texts, progress=progress)
-    parts = []
-    for start in range(0, len(texts), EMBED_STEP):
-        checkpoint()
-        parts.append(embedder.encode(texts[start:start + EMBED_STEP]))
-    return np.concatenate(parts) if parts else embedder.encode([])
-
-
 def _index_text(conn: sqlite3.Connection, concepts: list[ConceptText]) -> None:
     """(Re)write the keyword-search rows of these concepts (rowid = the concept's)."""
     for c in concepts:
@@ -308,35 +262,16 @@ def _index_text(conn: sqlite3.Connection, concepts: list[ConceptText]) -> None:
 def texts_of(store: Store, concept_ids: list[str]) -> list[str]:
     """The keyword-indexed text of these concepts."""
     out: list[str] = []
-    for start in range(0, len(concept_ids), 500):
-        part = concept_ids[start:start + 500]
-        for r in store.query(
-                "SELECT t.name, t.signature, t.description, t.examples FROM concepts c "
-                "JOIN concept_text t ON t.rowid = c.rowid "
-                f"WHERE c.id IN ({','.join('?' * len(part))})", part):
-            out.extend(v for v in r if v)
+    for r in in_batches(store, "SELECT t.name, t.signature, t.description, t.examples "
+                        "FROM concepts c JOIN concept_text t ON t.rowid = c.rowid "
+                        "WHERE c.id IN ({ids})", concept_ids):
+        out.extend(v for v in r if v)
     return out
 
 
-def index_missing_text(store: Store) -> int:
-    """Keyword-index concepts embedded before the keyword index existed."""
-    concepts = _concept_texts(store, "rowid NOT IN (SELECT rowid FROM concept_text)")
-    if concepts:
-        with store.transaction() as conn:
-            _index_text(conn, concepts)
-        log.info("indexed the text of %d concepts for keyword search", len(concepts))
-    return len(concepts)
-
-
-def link_similar(store: Store, index: ConceptIndex, concept_ids: list[str],
-                 k: int = SIMILAR_NEIGHBOURS) -> int:
-    """SIMILAR_TO edges to each concept's k nearest neighbours, cosine as confidence."""
-    neighbours = index.nearest_neighbours(concept_ids, k)
-    edges = [(cid, other, score) for cid, near in neighbours.items() for other, score in near]
-    if not edges:
-        return 0
+def add_similar(store: Store, edges: list[tuple[str, str, float]]) -> None:
+    """SIMILAR_TO edges (from, to, cosine as confidence)."""
     with store.transaction(content_change=True) as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO relationships(from_id, to_id, rel_type, confidence) "
             "VALUES (?, ?, 'SIMILAR_TO', ?)", edges)
-    return len(edges)

@@ -13,14 +13,15 @@ import json
 import logging
 import os
 import secrets
-import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kg_fuse import private
-from kg_fuse.server.store import Store
+from kg_fuse.server.storage import clients
+from kg_fuse.server.storage.clients import ClientRow
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -67,32 +68,27 @@ def _hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _insert_client(conn: sqlite3.Connection, role: str, is_admin: bool) -> tuple[str, str]:
+def _new_client(role: str, is_admin: bool) -> tuple[ClientRow, str]:
+    """A client with a random id and secret: its row, and the secret in plain text."""
     client_id = f"kgfuse-{role}-{secrets.token_hex(6)}"
     secret = secrets.token_hex(32)  # no "-" to read as an option on a command line
     salt = secrets.token_hex(16)
-    conn.execute(
-        "INSERT INTO clients(client_id, secret_hash, salt, role, is_admin, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (client_id, _hash_secret(secret, salt), salt, role, int(is_admin), time.time()),
-    )
-    return client_id, secret
+    return ClientRow(client_id, _hash_secret(secret, salt), salt, role, is_admin), secret
 
 
 def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
     """A new client with a random id and secret; returns both in plain text once."""
-    with store.transaction() as conn:
-        return _insert_client(conn, role, is_admin)
+    row, secret = _new_client(role, is_admin)
+    clients.add_client(store, row)
+    return row.client_id, secret
 
 
 def replace_clients(store: Store) -> dict[str, dict[str, str]]:
     """New admin and user clients in place of every client there was, whose tokens are
     revoked with them, in one transaction; returns the new ones' ids and secrets."""
-    with store.transaction() as conn:
-        revoked = conn.execute("DELETE FROM tokens").rowcount
-        removed = conn.execute("DELETE FROM clients").rowcount
-        made = {role: _insert_client(conn, role, is_admin=role == "admin")
-                for role in ("admin", "user")}
+    new = {role: _new_client(role, is_admin=role == "admin") for role in ("admin", "user")}
+    removed, revoked = clients.replace_clients(store, [row for row, _ in new.values()])
+    made = {role: (row.client_id, secret) for role, (row, secret) in new.items()}
     log.info("replaced %d clients by admin client %s and user client %s; %d tokens "
              "revoked", removed, made["admin"][0], made["user"][0], revoked)
     return {role: {"client_id": cid, "client_secret": secret}
@@ -106,8 +102,7 @@ _NO_CLIENT_HASH = "0" * 64
 
 
 def verify_client(store: Store, client_id: str, secret: str) -> Principal | None:
-    row = store.query_one("SELECT secret_hash, salt, is_admin FROM clients WHERE client_id = ?",
-                          (client_id,))
+    row = clients.client_secret(store, client_id)
     salt, expected = (_NO_CLIENT_SALT, _NO_CLIENT_HASH) if row is None else (
         row["salt"], row["secret_hash"])
     if not hmac.compare_digest(_hash_secret(secret, salt), expected) or row is None:
@@ -118,20 +113,14 @@ def verify_client(store: Store, client_id: str, secret: str) -> Principal | None
 def issue_token(store: Store, principal: Principal, ttl: int) -> IssuedToken:
     token = secrets.token_urlsafe(32)
     now = time.time()
-    with store.transaction() as conn:
-        conn.execute("DELETE FROM tokens WHERE expires_at < ?", (now,))
-        conn.execute("INSERT INTO tokens(token_hash, client_id, expires_at) VALUES (?, ?, ?)",
-                     (_hash_token(token), principal.client_id, now + ttl))
+    clients.add_token(store, _hash_token(token), principal.client_id, now + ttl)
     return IssuedToken(access_token=token, expires_in=ttl,
                        scope=ADMIN_SCOPE if principal.is_admin else USER_SCOPE)
 
 
 def principal_for_token(store: Store, token: str) -> Principal | None:
     """The token's client, or None when unknown or expired."""
-    row = store.query_one(
-        "SELECT t.client_id, t.expires_at, c.is_admin FROM tokens t "
-        "JOIN clients c ON c.client_id = t.client_id WHERE t.token_hash = ?",
-        (_hash_token(token),))
+    row = clients.token_client(store, _hash_token(token))
     if row is None or row["expires_at"] <= time.time():
         return None
     return Principal(client_id=row["client_id"], is_admin=bool(row["is_admin"]))
@@ -193,9 +182,9 @@ def ensure_credentials(store: Store, path: Path, api_url: str) -> dict:
     return write_credentials(path, api_url, data)
 
 
-def write_credentials(path: Path, api_url: str, clients: dict) -> dict:
+def write_credentials(path: Path, api_url: str, made: dict) -> dict:
     """The credentials file: where the server is, its admin and user clients (0600)."""
-    result = {"api_url": api_url, "admin": clients["admin"], "user": clients["user"]}
+    result = {"api_url": api_url, "admin": made["admin"], "user": made["user"]}
     write_private_json(path, result)
     log.info("credentials written to %s (mode 0600)", path)
     return result

@@ -11,11 +11,13 @@ the same transaction so the epoch strictly increases whenever visible content ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +28,8 @@ log = logging.getLogger(__name__)
 EPOCH_KEY = "epoch"
 
 Params = tuple | list | dict
+#: Ids bound to one statement at most: SQLite's limit on variables is 999 in old builds.
+BATCH = 500
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ontologies (
@@ -251,12 +255,13 @@ class Store:
         return None if value is None else str(value)
 
     def set_setting(self, key: str, value: str) -> None:
+        self.set_settings({key: value})
+
+    def set_settings(self, values: dict[str, str]) -> None:
+        """Several settings in one transaction: readers see all of them or none."""
         with self.transaction() as conn:
-            conn.execute(
-                "INSERT INTO settings(key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+            for key, value in values.items():
+                write_setting(conn, key, value)
 
     def get_json_setting(self, key: str) -> object:
         raw = self.get_setting(key)
@@ -270,3 +275,38 @@ class Store:
 
     def concept_count(self) -> int:
         return int(self.scalar("SELECT COUNT(*) FROM concepts") or 0)
+
+
+def read_setting(conn: sqlite3.Connection, key: str) -> str | None:
+    """A setting read on a connection already held (see :meth:`Store.locked`)."""
+    row = conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def write_setting(conn: sqlite3.Connection, key: str, value: str) -> None:
+    """Insert or replace one setting on a connection already held."""
+    conn.execute("INSERT INTO settings(key, value) VALUES (?, ?) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+
+def read_setting_at(db: Path, key: str) -> str | None:
+    """A setting read from the file alone, read-only: no schema, no migration, no lock
+    (a running server may hold the store)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return read_setting(conn, key)
+
+
+def by_concept(rows: Iterable[sqlite3.Row], column: str) -> dict[str, list]:
+    """``concept_id`` -> the rows' ``column`` values, in the rows' order."""
+    out: dict[str, list] = defaultdict(list)
+    for r in rows:
+        out[r["concept_id"]].append(r[column])
+    return out
+
+
+def in_batches(store: Store, sql: str, ids: list[str]) -> Iterator[sqlite3.Row]:
+    """The rows of ``sql`` for ``ids``, :data:`BATCH` ids at a time; ``{ids}`` in ``sql``
+    stands for their placeholders."""
+    for start in range(0, len(ids), BATCH):
+        part = ids[start:start + BATCH]
+        yield from store.query(sql.format(ids=",".join("?" * len(part))), part)

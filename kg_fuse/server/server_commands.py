@@ -8,7 +8,6 @@ to build its parser and must work without the server extra installed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ipaddress
 import logging
 import os
@@ -23,7 +22,7 @@ from kg_fuse.errors import CommandError, UsageError
 from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
-    from kg_fuse.server.service import KnowledgeGraph
+    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +202,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
-    from kg_fuse.server.embedder import Embedder
-    from kg_fuse.server.service import KnowledgeGraph
-    from kg_fuse.server.store import Store
+    from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.storage.store import Store
 
     return KnowledgeGraph(Store(paths.server_db_path(data_dir)), Embedder())
 
@@ -226,9 +225,11 @@ def _check_inputs(args: argparse.Namespace) -> None:
 
 
 def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
+    from kg_fuse.server.graph import startup
+
     try:
-        graph.prepare(corpus=args.corpus, modules=args.modules, ingest=list(args.ingest),
-                      ontology=args.ontology, progress=True)
+        startup.prepare(graph, corpus=args.corpus, modules=args.modules,
+                        ingest=list(args.ingest), ontology=args.ontology, progress=True)
     except ValueError as exc:  # --modules naming something the corpus cannot read
         raise UsageError(str(exc), hint=MODULES_HINT) from None
 
@@ -289,8 +290,8 @@ def serve_command(args: argparse.Namespace) -> int:
     _setup_logging()
     import uvicorn
 
-    from kg_fuse.server.app import create_app
-    from kg_fuse.server.auth import ensure_credentials, token_ttl
+    from kg_fuse.server.api.app import create_app
+    from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 
     port = sock.getsockname()[1]
     url_host = f"[{args.host}]" if ":" in args.host else args.host
@@ -321,8 +322,8 @@ def credentials_command(args: argparse.Namespace) -> int:
     """Show the credentials file's clients; ``--rotate`` replaces them and every token."""
     import json
 
-    from kg_fuse.server.auth import rotate_credentials
-    from kg_fuse.server.store import Store
+    from kg_fuse.server.api.auth import rotate_credentials
+    from kg_fuse.server.storage.store import Store
 
     db, path = paths.server_db_path(args.data_dir), paths.server_credentials_path()
     if not db.exists():
@@ -372,16 +373,14 @@ def index_command(args: argparse.Namespace) -> int:
 def _stored_report(db: Path) -> str | None:
     """The calibration table the store keeps, read with sqlite3 alone (no model)."""
     import json
-    import sqlite3
 
     from kg_fuse.server.search.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
+    from kg_fuse.server.storage.store import read_setting_at
 
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-        row = conn.execute("SELECT value FROM settings WHERE key = ?",
-                           (CALIBRATION_KEY,)).fetchone()
-    if row is None:
+    raw = read_setting_at(db, CALIBRATION_KEY)
+    if raw is None:
         return None
-    fields = json.loads(row[0])
+    fields = json.loads(raw)
     fields["probes"] = [tuple(p) for p in fields.get("probes", [])]
     return format_report(CalibrationReport(**fields))
 
@@ -407,21 +406,10 @@ def calibrate_command(args: argparse.Namespace) -> int:
         if not len(graph.index):
             raise CommandError("the store has no embedded concepts",
                                hint="kg-fuse index")
-        report = graph.calibrate(write=args.write)
+        report = graph.threshold.calibrate(write=args.write)
         print(format_report(report))
         if args.write:
             print(f"stored: search_default_similarity_threshold = {report.default:.2f}")
     finally:
         graph.store.close()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m kg_fuse.server.commands``)."""
-    from kg_fuse.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

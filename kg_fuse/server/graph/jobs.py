@@ -15,7 +15,6 @@ memory, so past a number of jobs or bytes, per client or in all, an upload is re
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import secrets
@@ -24,7 +23,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import anyio
 import anyio.to_thread
@@ -38,19 +36,15 @@ from kg_fuse.limits import (
     MAX_SECTIONS_PER_DOCUMENT,
     MIB,
 )
-from kg_fuse.server import repository
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.duplicates import warning as near_duplicate_warning
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.graph import duplicates
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage import job_rows, repository
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "the server stopped before the job finished; upload the file again"
-
-
-def iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 class JobFailed(RuntimeError):
@@ -167,30 +161,19 @@ class JobRunner:
 
     def fail_interrupted(self) -> None:
         """Jobs a previous process left unfinished cannot resume: mark them failed."""
-        with self.store.transaction() as conn:
-            n = conn.execute(
-                "UPDATE jobs SET status = 'failed', error = ?, completed_at = ? "
-                "WHERE status NOT IN ('completed', 'failed', 'cancelled')",
-                (INTERRUPTED, time.time())).rowcount
+        n = job_rows.fail_unfinished(self.store, INTERRUPTED)
         if n:
             log.warning("marked %d interrupted jobs as failed", n)
 
     def existing_job(self, digest: str, ontology: str) -> dict | None:
         """The newest job for this content into this ontology (duplicates are per
         ontology, as on the platform)."""
-        row = self.store.query_one(
-            "SELECT id, status FROM jobs WHERE content_hash = ? AND ontology = ? "
-            "ORDER BY created_at DESC", (digest, ontology))
-        return None if row is None else dict(row)
+        return job_rows.newest(self.store, digest, ontology)
 
     def insert(self, digest: str, filename: str, ontology: str, client_id: str) -> str:
         """Record a pending job (blocking); :meth:`start` then runs it."""
         job_id = f"job_{secrets.token_hex(6)}"
-        with self.store.transaction() as conn:
-            conn.execute(
-                "INSERT INTO jobs(id, job_type, status, created_at, ontology, filename, "
-                "content_hash, client_id) VALUES (?, 'ingestion', 'pending', ?, ?, ?, ?, ?)",
-                (job_id, time.time(), ontology, filename, digest, client_id))
+        job_rows.insert(self.store, job_id, digest, filename, ontology, client_id)
         return job_id
 
     def start(self, job: QueuedJob) -> None:
@@ -201,13 +184,7 @@ class JobRunner:
         self._queue.send_nowait(job)
 
     def _update(self, job_id: str, **fields: object) -> None:
-        for key in ("progress", "result"):
-            if key in fields and fields[key] is not None:
-                fields[key] = json.dumps(fields[key])
-        assignments = ", ".join(f"{k} = ?" for k in fields)
-        with self.store.transaction() as conn:
-            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?",
-                         (*fields.values(), job_id))
+        job_rows.update(self.store, job_id, **fields)
 
     async def _run(self, job: QueuedJob) -> None:
         try:
@@ -248,15 +225,15 @@ class JobRunner:
         self._check_stopping()
         held = repository.document_in_ontology(self.store, text, ontology)
         if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
-            self.graph.remove_document(held)
-        outcome = self.graph.add_documents([doc], created_by=job_id,
+            self.graph.changes.remove_document(held)
+        outcome = self.graph.changes.add_documents([doc], created_by=job_id,
                                            checkpoint=self._check_stopping)
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
                         "document_id": repository.document_in_ontology(
                             self.store, text, ontology)}
         if outcome.near_duplicates:
-            result["warnings"] = [near_duplicate_warning(d) for d in outcome.near_duplicates]
+            result["warnings"] = duplicates.warnings(outcome.near_duplicates)
             result["near_duplicates"] = outcome.near_duplicates
         self._update(job_id, status="completed", completed_at=time.time(), result=result,
                      progress={"stage": "completed", "percent": 100,
@@ -267,15 +244,4 @@ class JobRunner:
                  ontology, embedded, time.time() - started)
 
     def get(self, job_id: str) -> dict | None:
-        row = self.store.query_one("SELECT * FROM jobs WHERE id = ?", (job_id,))
-        if row is None:
-            return None
-        return {
-            "job_id": row["id"], "job_type": row["job_type"], "status": row["status"],
-            "progress": json.loads(row["progress"]) if row["progress"] else None,
-            "result": json.loads(row["result"]) if row["result"] else None,
-            "error": row["error"], "created_at": iso(row["created_at"]),
-            "started_at": iso(row["started_at"]), "completed_at": iso(row["completed_at"]),
-            "ontology": row["ontology"], "filename": row["filename"],
-            "content_hash": row["content_hash"],
-        }
+        return job_rows.get(self.store, job_id)

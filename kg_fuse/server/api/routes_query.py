@@ -15,9 +15,8 @@ import anyio.to_thread
 from fastapi import APIRouter, Response
 
 from kg_fuse.limits import shown
-from kg_fuse.server import repository
-from kg_fuse.server.deps import AuthFirstRoute, Ctx, Storage, User
-from kg_fuse.server.schemas import (
+from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api.schemas import (
     ConceptDetailsResponse,
     ConceptInstance,
     ConceptProvenance,
@@ -28,8 +27,9 @@ from kg_fuse.server.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage import repository
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kg_fuse.server.requests")
@@ -53,8 +53,7 @@ def _run_search(graph: KnowledgeGraph, store: Store, body: SearchRequest) -> Sea
         summary = summaries[cid]
         evidence = None
         if body.include_evidence:
-            evidence = [ConceptInstance(**i)
-                        for i in repository.instances(store, cid, SAMPLE_EVIDENCE)]
+            evidence = _instances(store, cid, SAMPLE_EVIDENCE)
         return ConceptSearchResult(concept_id=cid, score=score, sample_evidence=evidence,
                                    **summary)
 
@@ -72,7 +71,7 @@ def _run_search(graph: KnowledgeGraph, store: Store, body: SearchRequest) -> Sea
         top_match=result(near.top_id, near.top_score) if near else None,
         threshold_used=threshold,
         offset=body.offset,
-        threshold_presets=graph.presets(),
+        threshold_presets=graph.threshold.presets(),
         unknown_words=reading.unknown_words(),
         expanded_words=reading.expansions(),
         repeated_words=list(reading.repeated) or None,
@@ -99,6 +98,11 @@ async def search(body: SearchRequest, ctx: Ctx, store: Storage, _user: User) -> 
     return Response(response.model_dump_json(), media_type="application/json")
 
 
+def _instances(store: Store, concept_id: str, limit: int = -1) -> list[ConceptInstance]:
+    """A concept's evidence, oldest first, as the contract's instances."""
+    return [ConceptInstance(**i) for i in repository.instances(store, concept_id, limit)]
+
+
 def _concept_details(store: Store, concept_id: str) -> ConceptDetailsResponse:
     row = repository.concept(store, concept_id)
     relationships = [
@@ -120,7 +124,7 @@ def _concept_details(store: Store, concept_id: str) -> ConceptDetailsResponse:
         description=row["description"] or "",
         search_terms=json.loads(row["search_terms"] or "[]"),
         documents=repository.ontologies_of(store, [concept_id]).get(concept_id, []),
-        instances=[ConceptInstance(**i) for i in repository.instances(store, concept_id)],
+        instances=_instances(store, concept_id),
         relationships=relationships,
         provenance=ConceptProvenance(documents=provenance_docs),
         signature=row["signature"] or None,

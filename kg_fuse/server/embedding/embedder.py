@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 on ONNX Runtime, offline, without torch.
 
-The graph is made once from the packaged weights (:mod:`kg_fuse.server.model_file`) and
+The graph is made once from the packaged weights (:mod:`kg_fuse.server.embedding.model_file`) and
 run with ``onnxruntime`` and the model's own ``tokenizer.json`` (``tokenizers``): about
 160 MiB resident and half a second to load, against torch's 450 MiB and several seconds.
 Vectors match sentence-transformers' to a cosine of 0.99999 or better, so stores built
@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from kg_fuse.server.embedding.runtime import import_onnxruntime
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -47,17 +49,6 @@ BATCH_SIZE = 64
 INTRA_OP_THREADS = 2
 #: Queries embedded in one run at most: past this, a batch waits longer than it saves.
 QUERY_BATCH = 16
-
-
-def import_onnxruntime() -> Any:
-    """``onnxruntime``, imported with its usage telemetry off: from version 1.29 it keeps
-    a device id and an event cache under ``~/.cache/Microsoft`` and uploads them, unless
-    ``ORT_DISABLE_TELEMETRY=1`` is set before the import. A local server sends nothing
-    (set the variable to 0 to allow it)."""
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-    import onnxruntime
-
-    return onnxruntime
 
 
 def release_freed_heap() -> None:
@@ -155,7 +146,7 @@ class Embedder:
                 return
             from tokenizers import Tokenizer
 
-            from kg_fuse.server import model_file
+            from kg_fuse.server.embedding import model_file
 
             path = model_file.ensure_model_file()
             log.info("loading embedding model %s from %s", MODEL_NAME, path)

@@ -1,15 +1,15 @@
 """Request dependencies, declared once: the shared context and bearer-token auth.
 
 Route modules import the ``Annotated`` aliases at the bottom (``Ctx``, ``Storage``,
-``User``, ``ConfigReader``, ``ConfigWriter``) rather than spelling out ``Depends``
-themselves. Routes search and change content through the knowledge graph (``Ctx``) and
+``User``, ``ConfigReader``, ``ConfigWriter``, ``Upload``) rather than spelling out
+``Depends`` themselves. Routes search and change content through the knowledge graph (``Ctx``) and
 read the store through ``Storage``; none reaches into the graph for its store.
 
 The contract orders checks 401, then 403, then 422. FastAPI parses a JSON body before
 it solves dependencies, so a malformed body would answer 422 before auth ran;
 :class:`AuthFirstRoute` therefore runs the route's :class:`Require` guards before the
 body is touched. The guards stay declared as ordinary dependencies too, so handlers
-receive the :class:`~kg_fuse.server.auth.Principal` and the OpenAPI schema shows them.
+receive the :class:`~kg_fuse.server.api.auth.Principal` and the OpenAPI schema shows them.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, Response
+from fastapi import Depends, File, Form, HTTPException, Request, Response, UploadFile
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
-from kg_fuse.server import auth
-from kg_fuse.server.auth import Principal
-from kg_fuse.server.jobs import JobRunner
-from kg_fuse.server.service import KnowledgeGraph
-from kg_fuse.server.store import Store
-from kg_fuse.server.throttle import SignInLimit
+from kg_fuse.limits import MAX_NAME_CHARS
+from kg_fuse.server.api import auth
+from kg_fuse.server.api.auth import Principal
+from kg_fuse.server.api.throttle import SignInLimit
+from kg_fuse.server.graph.jobs import JobRunner
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,20 @@ class AuthFirstRoute(APIRoute):
 
 require_user = Require()
 
+@dataclass
+class UploadForm:
+    """The multipart form of an upload, text or image, as the platform declares it."""
+
+    file: Annotated[UploadFile, File()]
+    ontology: Annotated[str, Form(min_length=1, max_length=MAX_NAME_CHARS)]
+    filename: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None
+    force: Annotated[bool, Form()] = False
+    auto_approve: Annotated[bool, Form()] = False
+
+
 Ctx = Annotated[AppContext, Depends(get_ctx)]
 Storage = Annotated[Store, Depends(get_store)]
 User = Annotated[Principal, Depends(require_user)]
 ConfigReader = Annotated[Principal, Depends(Require("read", "search_config"))]
 ConfigWriter = Annotated[Principal, Depends(Require("write", "search_config"))]
+Upload = Annotated[UploadForm, Depends()]

@@ -1,0 +1,1 @@
+"""The sentence-embedding model: its ONNX file and the runtime that encodes with it."""

@@ -1,0 +1,56 @@
+"""Start-up: build whatever the store lacks, load the index, calibrate if needed.
+
+A restart reuses the store: nothing is re-embedded and a stored default is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from kg_fuse.server.corpus import DocumentSpec
+from kg_fuse.server.corpus.markdown import read_folder
+from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
+from kg_fuse.server.embedding.embedder import release_freed_heap
+from kg_fuse.server.graph import indexing
+from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.search import calibrate
+from kg_fuse.server.storage import content
+
+log = logging.getLogger(__name__)
+
+
+def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | None = None,
+            ingest: list[Path] | None = None, ontology: str | None = None,
+            progress: bool = True) -> None:
+    """Build whatever the store lacks, load the index, calibrate if needed."""
+    store = graph.store
+    docs: list[DocumentSpec] = []
+    marker = None
+    if corpus == "stdlib":
+        marker, stdlib_docs = stdlib_docs_to_store(
+            store.get_json_setting(STDLIB_MARKER_KEY), modules)
+        docs += stdlib_docs
+    for folder in ingest or []:
+        docs += read_folder(folder, ontology)
+    with graph.changes.lock:
+        content.write_documents(store, docs)
+        if marker is not None:
+            store.set_setting(STDLIB_MARKER_KEY, json.dumps(marker))
+        embedded = indexing.embed_missing(store, graph.embedder, progress=progress)
+        indexing.index_missing_text(store)
+        graph.reload_index()
+        if published := content.publish_documents(store):
+            log.info("published %d documents an interrupted ingest left unlisted", published)
+        if embedded:
+            log.info("embedded %d new concepts; linking nearest neighbours", len(embedded))
+            indexing.link_similar(store, graph.index, embedded)
+        else:
+            log.info("index is up to date: %d concepts, nothing to embed", len(graph.index))
+    if len(graph.index):
+        graph.threshold.recalibrate_if_drifted()
+    elif graph.threshold.stored() is None:
+        log.info("no concepts to calibrate against; the fallback %.2f applies until "
+                 "there is content", calibrate.FALLBACK_THRESHOLD)
+    release_freed_heap()  # checking the store freed ~30 MiB glibc would keep

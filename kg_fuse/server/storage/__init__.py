@@ -1,0 +1,1 @@
+"""The SQLite store and every SQL statement the server runs."""

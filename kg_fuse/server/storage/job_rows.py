@@ -1,0 +1,70 @@
+"""The rows of ingest jobs: recorded pending, updated at each stage, read by their id.
+Running them is :mod:`kg_fuse.server.graph.jobs`'s."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+from kg_fuse.server.storage.store import Store
+
+#: Written as JSON, read back as what was written.
+JSON_FIELDS = ("progress", "result")
+
+
+def iso(ts: float | None) -> str | None:
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def fail_unfinished(store: Store, error: str) -> int:
+    """Mark every job not yet completed, failed or cancelled as failed; returns how many."""
+    with store.transaction() as conn:
+        return conn.execute(
+            "UPDATE jobs SET status = 'failed', error = ?, completed_at = ? "
+            "WHERE status NOT IN ('completed', 'failed', 'cancelled')",
+            (error, time.time())).rowcount
+
+
+def newest(store: Store, digest: str, ontology: str) -> dict | None:
+    """The id and status of the newest job for this content into this ontology."""
+    row = store.query_one(
+        "SELECT id, status FROM jobs WHERE content_hash = ? AND ontology = ? "
+        "ORDER BY created_at DESC", (digest, ontology))
+    return None if row is None else dict(row)
+
+
+def insert(store: Store, job_id: str, digest: str, filename: str, ontology: str,
+           client_id: str) -> None:
+    """Record a pending ingestion job."""
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO jobs(id, job_type, status, created_at, ontology, filename, "
+            "content_hash, client_id) VALUES (?, 'ingestion', 'pending', ?, ?, ?, ?, ?)",
+            (job_id, time.time(), ontology, filename, digest, client_id))
+
+
+def update(store: Store, job_id: str, **fields: object) -> None:
+    """Set these columns of the job's row."""
+    for key in JSON_FIELDS:
+        if key in fields and fields[key] is not None:
+            fields[key] = json.dumps(fields[key])
+    assignments = ", ".join(f"{k} = ?" for k in fields)
+    with store.transaction() as conn:
+        conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*fields.values(), job_id))
+
+
+def get(store: Store, job_id: str) -> dict | None:
+    """The job in the contract's shape, or None when unknown."""
+    row = store.query_one("SELECT * FROM jobs WHERE id = ?", (job_id,))
+    if row is None:
+        return None
+    return {
+        "job_id": row["id"], "job_type": row["job_type"], "status": row["status"],
+        "progress": json.loads(row["progress"]) if row["progress"] else None,
+        "result": json.loads(row["result"]) if row["result"] else None,
+        "error": row["error"], "created_at": iso(row["created_at"]),
+        "started_at": iso(row["started_at"]), "completed_at": iso(row["completed_at"]),
+        "ontology": row["ontology"], "filename": row["filename"],
+        "content_hash": row["content_hash"],
+    }

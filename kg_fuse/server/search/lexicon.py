@@ -28,6 +28,8 @@ from pathlib import Path
 
 import snowballstemmer
 
+from kg_fuse.server.search import tuning
+
 log = logging.getLogger(__name__)
 
 #: Where WordNet's database files are looked for (``KG_WORDNET_DIR`` first).
@@ -224,13 +226,24 @@ class WordNet:
 
 
 def find_wordnet() -> Path | None:
-    """The first folder holding WordNet's database files, or None."""
+    """The folder holding WordNet's database files, or None.
+
+    ``KG_WORDNET_DIR``, when set, is the only folder looked at: a wrong one is not
+    quietly replaced by another (and ``KG_WORDNET_DIR=/nowhere`` runs without WordNet,
+    as a machine without the package does)."""
     configured = os.environ.get("KG_WORDNET_DIR")
-    for folder in ([configured] if configured else []) + list(WORDNET_DIRS):
-        if folder and (Path(folder) / "index.noun").exists() and (
-                Path(folder) / "data.noun").exists():
+    for folder in [configured] if configured else WORDNET_DIRS:
+        if (Path(folder) / "index.noun").exists() and (Path(folder) / "data.noun").exists():
             return Path(folder)
     return None
+
+
+#: What a server without WordNet tells its user (log, ``kg-fuse server status``).
+MISSING = ("no WordNet database found: query words the corpus never uses are not read "
+           "for their meaning, and a calibrated default is at least "
+           f"{tuning.NO_WORDNET_FLOOR.value:.2f} (the safe floor without it). Install "
+           "it: sudo apt-get install wordnet-base (other systems: see the README), or "
+           "set KG_WORDNET_DIR")
 
 
 @lru_cache(maxsize=1)
@@ -238,6 +251,5 @@ def wordnet() -> WordNet:
     """The process's WordNet (empty, with a warning, when no database is installed)."""
     root = find_wordnet()
     if root is None:
-        log.warning("no WordNet database found (install Debian's wordnet-base, or set "
-                    "KG_WORDNET_DIR): queries are matched by word forms only")
+        log.warning("%s", MISSING)
     return WordNet(root)

@@ -251,7 +251,7 @@ class KnowledgeGraph:
             self.set_threshold(report.default, provenance={
                 "source": "calibrated", "concept_count": report.concept_count,
                 "calibrated_at": now, "noise_floor": report.noise_floor,
-                "noise_median": report.gibberish_median})
+                "noise_median": report.gibberish_median, "wordnet": report.wordnet})
             self.store.set_setting(calibrate.CALIBRATION_KEY, report.to_json())
         return report
 
@@ -280,10 +280,12 @@ class KnowledgeGraph:
         if prov.get("source") not in ("calibrated", "fallback") or not len(self.index):
             return False
         legacy = bool(prov.get("legacy"))
-        if not legacy and prov.get("source") == "calibrated" and not calibrate.drifted(
-                int(prov.get("concept_count") or 0), len(self.index)):
+        lexicon_changed = calibrate.lexicon_changed(prov.get("wordnet"))
+        if not legacy and not lexicon_changed and prov.get("source") == "calibrated" and \
+                not calibrate.drifted(int(prov.get("concept_count") or 0), len(self.index)):
             return False
         log.info("recalibrating: %s", "earlier scoring" if legacy else
+                 "WordNet found or lost since the calibration" if lexicon_changed else
                  f"corpus changed from {prov.get('concept_count', 0)} to {len(self.index)} "
                  "concepts")
         self.calibrate(write=True)

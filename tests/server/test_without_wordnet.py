@@ -49,18 +49,43 @@ def test_server_status_with_wordnet_warns_of_nothing(kg_server: KGServer) -> Non
     assert "warning" not in status.stdout
 
 
+def default_threshold(server: KGServer) -> dict:
+    with server.client("admin") as admin:
+        return admin.get(THRESHOLD).json()
+
+
 def test_calibration_without_wordnet_never_goes_below_the_safe_floor(
         no_wordnet: KGServer) -> None:
-    """The rule alone would follow the noise the reading keeps at 0 without WordNet
-    (0.03 over the manual pages, where the evaluation's `--foo` scores 0.41)."""
-    calibrated = kg_fuse(no_wordnet, "calibrate", "--write")
+    """The rule alone follows the noise the reading keeps at 0 without WordNet (0.03
+    over the manual pages, where the evaluation's `--foo` scores 0.41). A store
+    calibrated with WordNet is calibrated again when a server starts without it."""
+    config = default_threshold(no_wordnet)
+    assert config["source"] == "calibrated" and config["threshold"] >= NO_WORDNET_FLOOR
+    assert "WordNet found or lost since the calibration" in no_wordnet.log_text()
+    with no_wordnet.client("user") as user:
+        body = user.post("/query/search", json={"query": "foo bar baz"}).json()
+    assert body["threshold_used"] >= NO_WORDNET_FLOOR
+    calibrated = kg_fuse(no_wordnet, "calibrate", "--write")  # by hand: the same
     assert calibrated.returncode == 0, calibrated.stderr
     assert "calibrated without WordNet" in calibrated.stdout
-    with no_wordnet.client("admin") as admin:
-        config = admin.get(THRESHOLD).json()
-        assert config["source"] == "calibrated"
-        assert config["threshold"] >= NO_WORDNET_FLOOR
-        body = admin.post("/query/search", json={"query": "foo bar baz"}).json()
-        assert body["threshold_used"] >= NO_WORDNET_FLOOR
+    assert default_threshold(no_wordnet)["threshold"] >= NO_WORDNET_FLOOR
     shown = kg_fuse(no_wordnet, "calibrate", "--show")  # what the store keeps says so too
     assert "calibrated without WordNet" in shown.stdout
+
+
+def test_default_comes_back_down_when_wordnet_is_installed(no_wordnet: KGServer,
+                                                          kg_server: KGServer) -> None:
+    """Installing WordNet after a start without it must not leave the default held."""
+    with kg_server.client("admin") as admin:
+        with_wordnet = admin.get(THRESHOLD).json()["threshold"]
+    assert kg_fuse(no_wordnet, "calibrate", "--write").returncode == 0  # without it
+    assert default_threshold(no_wordnet)["threshold"] >= NO_WORDNET_FLOOR
+    no_wordnet.restart(env={})  # WordNet found again
+    try:
+        assert default_threshold(no_wordnet)["threshold"] == with_wordnet < NO_WORDNET_FLOOR
+        status = kg_fuse(no_wordnet, "server", "status")
+        assert "running" in status.stdout and "warning" not in status.stdout
+        shown = kg_fuse(no_wordnet, "calibrate", "--show")
+        assert "calibrated without WordNet" not in shown.stdout
+    finally:
+        no_wordnet.stop()

@@ -350,6 +350,13 @@ def drifted(calibrated_count: int, current_count: int,
     return abs(current_count - calibrated_count) > fraction * calibrated_count
 
 
+def lexicon_changed(calibrated_with_wordnet: bool | None) -> bool:
+    """Whether WordNet was found or lost since the calibration: the noise it measured
+    and the safe floor then no longer apply (unrecorded: calibrated with it, as the
+    set-up installs it)."""
+    return (calibrated_with_wordnet is not False) != wordnet().available
+
+
 def format_report(report: CalibrationReport) -> str:
     """The calibration table, as plain text (pure: no model, no server)."""
     lines = [

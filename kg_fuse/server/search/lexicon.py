@@ -240,7 +240,7 @@ def find_wordnet() -> Path | None:
 
 #: What a server without WordNet tells its user (log, ``kg-fuse server status``).
 MISSING = ("no WordNet database found: query words the corpus never uses are not read "
-           "for their meaning, and a calibrated default is at least "
+           "for their meaning, and the calibrated default is at least "
            f"{tuning.NO_WORDNET_FLOOR.value:.2f} (the safe floor without it). Install "
            "it: sudo apt-get install wordnet-base (other systems: see the README), or "
            "set KG_WORDNET_DIR")

@@ -14,7 +14,8 @@ machine's load hits both alike) and reports:
   words of their broader terms, and how often its meanings occur in the sense-tagged
   texts;
 - resident memory (VmRSS) after the interpreter started, after opening, after the
-  lookups.
+  lookups, and how much of the last is the process's own (anonymous) memory and how
+  much file pages (the memory-mapped database: shared, and given back under pressure).
 
 nltk's reader needs a ``lexnames`` file that Debian's ``wordnet-base`` does not ship:
 the script copies the package's files into a temporary folder (nltk refuses files
@@ -56,9 +57,9 @@ LEX_SYNTAX = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}
 CHILD = r'''
 import json, sys, time
 t0 = time.perf_counter()
-def rss():
+def rss(key="VmRSS:"):
     for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith(key):
             return int(line.split()[1]) / 1024
 kind, root, words = sys.argv[1], sys.argv[2], json.loads(sys.stdin.read())
 out = {"rss_base": rss()}
@@ -112,6 +113,8 @@ else:
 out["lookups"] = time.perf_counter() - t
 out["meanings"] = found
 out["rss_end"] = rss()
+out["anon_end"] = rss("RssAnon:")
+out["file_end"] = rss("RssFile:")
 print(json.dumps(out))
 '''
 
@@ -168,7 +171,8 @@ def main() -> int:
     rows = (("start (s)", "start"), ("first lookup (s)", "first"),
             ("lookups (s)", "lookups"), ("meanings found", "meanings"),
             ("RSS interpreter (MiB)", "rss_base"), ("RSS opened (MiB)", "rss_open"),
-            ("RSS after lookups (MiB)", "rss_end"))
+            ("RSS after lookups (MiB)", "rss_end"),
+            ("  of it anonymous (MiB)", "anon_end"), ("  of it file pages (MiB)", "file_end"))
     for title, key in rows:
         ours = statistics.median(r[key] for r in results["kg-fuse"])
         theirs = statistics.median(r[key] for r in results["nltk"])

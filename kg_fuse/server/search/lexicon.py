@@ -11,15 +11,16 @@ them without guessing from spelling:
   nothing is loaded into memory up front.
 
 Why not nltk's ``WordNetCorpusReader`` over the same files: measured with
-``scripts/bench_wordnet.py`` (fresh interpreters, 3 interleaved rounds, the 1,097 words
-of the eval sets), it opens the database in 3.2-5.5 s against 0.08-0.09 s here (38-61x,
-on a loaded two-core machine) and holds 213 MiB resident once open against 22 MiB
-(9.5x; after the lookups 242 against 62 MiB, of which 193 against 29 MiB the
-process's own memory: it loads every index into dictionaries up front). Nor does it
-read Debian's files as they are: it needs a ``lexnames`` file the package lacks, files
-inside a folder listed in ``nltk.data.path`` (it refuses links to them), and, unless
-told otherwise, nltk's own downloaded WordNet to map its senses onto. Its lookups found
-the same meanings but 18 of 6,805 (its morphy differs).
+``scripts/bench_wordnet.py`` (fresh interpreters, rounds interleaved, the 1,097 words of
+the eval sets; medians of four runs of 1-5 rounds on a shared two-core machine), it
+opens the database in 1.9-5.5 s against 0.04-0.12 s here (38-61x), holds 213 MiB
+resident once open against 22 MiB (9.5x; it reads every index into dictionaries up
+front), and after the lookups 242 against 62 MiB, of which 193 against 29 MiB are the
+process's own memory rather than file pages; its lookups take 3-5x as long. Nor does
+it read Debian's files as they are: it needs a ``lexnames`` file the package lacks,
+files inside a folder listed in ``nltk.data.path`` (it refuses links to them), and,
+unless told otherwise, nltk's own downloaded WordNet to map its senses onto. Its
+lookups found the same meanings but 18 of 6,805 (its morphy differs).
 
 Without the database files the lexicon is empty (:attr:`WordNet.available` is false):
 searches then work on word forms alone, the server says so (its log, ``kg-fuse server

@@ -293,7 +293,6 @@ class CalibrationReport:
     wordnet: bool | None = None  # None: calibrated before this was recorded
     rule_default: float | None = None  # what the rule gave, where the safe floor held it
 
-
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 

@@ -14,7 +14,8 @@ for pkg in fuse3 libfuse3-dev pkg-config gcc python3-dev python3-venv attr; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 # WordNet's database (the data alone, not its browser): how the embedded server reads
-# query words its corpus never uses (kg_fuse/server/search/lexicon.py)
+# query words its corpus never uses (kg_fuse/server/search/lexicon.py); without it the
+# server warns and holds its default at a safe floor (docs/server.md)
 lean_pkgs=()
 dpkg -s wordnet-base >/dev/null 2>&1 || lean_pkgs+=(wordnet-base)
 # systemd-analyze checks the user units that 'kg-fuse systemd install' writes (a test)

@@ -91,13 +91,19 @@ def refuse_second(pid_file: Path) -> None:
             hint="kg-fuse server stop")
 
 
-def _healthy(api_url: str) -> bool:
+def _health(api_url: str) -> dict | None:
+    """The server's /health answer, or None while it does not answer."""
     import httpx
 
     try:
-        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
+        response = httpx.get(f"{api_url}/health", timeout=2)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _healthy(api_url: str) -> bool:
+    return _health(api_url) is not None
 
 
 def _tail(log_file: Path, start: int, lines: int = 3) -> str:
@@ -175,7 +181,10 @@ def status(data_dir: Path | None) -> int:
     if record is None:
         print("kg-fuse: no server is running (start one with: kg-fuse server start)")
         return 1
-    health = "answering" if _healthy(record.api_url) else "not answering yet"
-    print(f"kg-fuse: the server is running at {record.api_url} (pid {record.pid}, {health}; "
+    health = _health(record.api_url)
+    print(f"kg-fuse: the server is running at {record.api_url} (pid {record.pid}, "
+          f"{'answering' if health is not None else 'not answering yet'}; "
           f"log {record.log_file or 'stderr'})")
+    for warning in (health or {}).get("warnings") or ():
+        print(f"kg-fuse: warning: {warning}")
     return 0

@@ -126,8 +126,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_store_options(stop)
     stop.set_defaults(func=lambda args: lifecycle.stop(args.data_dir))
     state = actions.add_parser("status", help="say whether the server runs, and where",
-                               description="Print the running server's address and pid; "
-                                           "exit 1 when none runs.")
+                               description="Print the running server's address and pid, "
+                                           "and its warnings (no WordNet); exit 1 when "
+                                           "none runs.")
     _add_store_options(state)
     state.set_defaults(func=lambda args: lifecycle.status(args.data_dir))
     credentials = actions.add_parser(

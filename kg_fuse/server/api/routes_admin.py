@@ -20,7 +20,7 @@ from kg_fuse.server.api.schemas import (
     TokenResponse,
 )
 from kg_fuse.server.embedding.embedder import MODEL_NAME
-from kg_fuse.server.search import presets
+from kg_fuse.server.search import lexicon, presets
 from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,8 @@ def health(ctx: Ctx, store: Storage) -> HealthResponse:
     graph = ctx.graph
     return HealthResponse(status="healthy" if len(graph.index) else "degraded",
                           concepts=len(graph.index), embedding_model=MODEL_NAME,
-                          epoch=store.epoch())
+                          epoch=store.epoch(),
+                          warnings=[] if lexicon.wordnet().available else [lexicon.MISSING])
 
 
 @router.post("/auth/oauth/token", response_model=TokenResponse)

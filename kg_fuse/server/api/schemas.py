@@ -28,6 +28,8 @@ class HealthResponse(BaseModel):
     concepts: int
     embedding_model: str
     epoch: int
+    # ours: what this server lacks that makes its searches worse (no WordNet)
+    warnings: list[str] = []
 
 
 class EpochResponse(BaseModel):

@@ -80,7 +80,7 @@ class DefaultThreshold:
             self.set(report.default, provenance={
                 "source": "calibrated", "concept_count": report.concept_count,
                 "calibrated_at": now, "noise_floor": report.noise_floor,
-                "noise_median": report.gibberish_median})
+                "noise_median": report.gibberish_median, "wordnet": report.wordnet})
             self.store.set_setting(calibrate.CALIBRATION_KEY, report.to_json())
         return report
 
@@ -104,16 +104,19 @@ class DefaultThreshold:
 
     def recalibrate_if_drifted(self) -> bool:
         """Recalibrate a calibrated default after the corpus changed by more than
-        RECALIBRATE_FRACTION; an administrator's value is never touched."""
+        RECALIBRATE_FRACTION, or after WordNet was found or lost; an administrator's value
+        is never touched."""
         prov = self.provenance()
         size = len(self.searcher.index)
         if prov.get("source") not in ("calibrated", "fallback") or not size:
             return False
         legacy = bool(prov.get("legacy"))
-        if not legacy and prov.get("source") == "calibrated" and not calibrate.drifted(
-                int(prov.get("concept_count") or 0), size):
+        lexicon_changed = calibrate.lexicon_changed(prov.get("wordnet"))
+        if not legacy and not lexicon_changed and prov.get("source") == "calibrated" and \
+                not calibrate.drifted(int(prov.get("concept_count") or 0), size):
             return False
         log.info("recalibrating: %s", "earlier scoring" if legacy else
+                 "WordNet found or lost since the calibration" if lexicon_changed else
                  f"corpus changed from {prov.get('concept_count', 0)} to {size} concepts")
         self.calibrate(write=True)
         return True

@@ -21,6 +21,12 @@ When no concept is an outlier the top three per-concept scores lie within a few
 hundredths of each other and the margin covers them; when one is, it no longer moves
 the default (it may then list for noise: the calibration output names it).
 
+Without WordNet the reading of a query keeps almost all of the seeded noise at 0 (it
+cannot tell an everyday word from a non-word), while nonsense around a word the corpus
+uses, or a placeholder such as ``foo``, still scores: the floor measured falls (0.03 on
+the manual pages) below the evaluation's own nonsense. The default is then held at
+NO_WORDNET_FLOOR at least, and the report says it was calibrated without WordNet.
+
 Relevant probes come from the corpus itself (seeded sample of concepts, each queried
 by a phrasing made from its own description), so the report shows how many of them the
 default keeps, whatever the corpus is about.
@@ -38,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from kg_fuse.server.search import tuning
+from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import short_token, tokens
 
 log = logging.getLogger(__name__)
@@ -47,6 +54,7 @@ CALIBRATION_KEY = "search_calibration_report"
 PROVENANCE_KEY = "search_threshold_provenance"
 FALLBACK_THRESHOLD = tuning.FALLBACK_THRESHOLD.value
 MARGIN = tuning.NOISE_MARGIN.value
+NO_WORDNET_FLOOR = tuning.NO_WORDNET_FLOOR.value
 OUTLIERS = tuning.NOISE_OUTLIERS.value  # left out of the floor ...
 OUTLIER_CORPUS = tuning.OUTLIER_CORPUS.value  # ... in a corpus of this many concepts or more
 SMALL_CORPUS_OUTLIERS = tuning.SMALL_CORPUS_OUTLIERS.value  # ... and below
@@ -227,9 +235,12 @@ def not_naming(noise: list[tuple[str, str]], labels: Iterable[str]
             if not any(short_token(t) and t in names for t in tokens(q))]
 
 
-def choose_default(floor: float, margin: float = MARGIN) -> float:
-    """The rule; rounding first keeps 0.48 from becoming 0.49 through float noise."""
-    return min(1.0, math.ceil(round((floor + margin) * 100, 6)) / 100)
+def choose_default(floor: float, margin: float = MARGIN, with_wordnet: bool = True
+                   ) -> float:
+    """The rule; rounding first keeps 0.48 from becoming 0.49 through float noise.
+    Without WordNet, never below NO_WORDNET_FLOOR."""
+    chosen = min(1.0, math.ceil(round((floor + margin) * 100, 6)) / 100)
+    return chosen if with_wordnet else max(chosen, NO_WORDNET_FLOOR)
 
 
 def outliers_for(concept_count: int) -> int:
@@ -279,6 +290,8 @@ class CalibrationReport:
     rule: str = RULE
     default: float = FALLBACK_THRESHOLD
     calibrated_at: str = ""
+    wordnet: bool | None = None  # None: calibrated before this was recorded
+    rule_default: float | None = None  # what the rule gave, where the safe floor held it
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -288,13 +301,21 @@ Searcher = Callable[[list[str], int], list[list[tuple[str, float]]]]
 
 
 def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
-            calibrated_at: str = "") -> CalibrationReport:
-    """Measure noise and probes through ``search`` (queries, k -> top-k per query)."""
+            calibrated_at: str = "", with_wordnet: bool | None = None) -> CalibrationReport:
+    """Measure noise and probes through ``search`` (queries, k -> top-k per query).
+    ``with_wordnet``: whether the search reads words through WordNet (default: whether
+    this process found it)."""
+    if with_wordnet is None:
+        with_wordnet = wordnet().available
     labels = {cid: label for cid, label, _ in concepts}
     noise = not_naming(gibberish_queries(), labels.values())
     tops = search([q for _, q in noise], 5)
     floor, outliers, best = noise_floor(tops, outliers_for(len(concepts)))
-    default = choose_default(floor)
+    default = choose_default(floor, with_wordnet=with_wordnet)
+    rule_default = choose_default(floor)
+    if default != rule_default:
+        log.warning("calibrated without WordNet: the noise floor %.3f gives %.2f, held "
+                    "at the safe floor %.2f", floor, rule_default, default)
     shapes = []
     for shape in NOISE_SHAPES:
         values = [b for (s, _), b in zip(noise, best, strict=True) if s == shape]
@@ -316,7 +337,8 @@ def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
         gibberish_worst_query=noise[worst][1] if noise else "",
         noise_floor=round(floor, 4), outliers=[labels.get(h, h) for h in outliers],
         shapes=shapes, probes=probe_rows, probes_found=found, default=default,
-        calibrated_at=calibrated_at)
+        calibrated_at=calibrated_at, wordnet=with_wordnet,
+        rule_default=rule_default if default != rule_default else None)
 
 
 def drifted(calibrated_count: int, current_count: int,
@@ -325,6 +347,13 @@ def drifted(calibrated_count: int, current_count: int,
     if calibrated_count <= 0:
         return current_count > 0
     return abs(current_count - calibrated_count) > fraction * calibrated_count
+
+
+def lexicon_changed(calibrated_with_wordnet: bool | None) -> bool:
+    """Whether WordNet was found or lost since the calibration: the noise it measured
+    and the safe floor then no longer apply (unrecorded: calibrated with it, as the
+    set-up installs it)."""
+    return (calibrated_with_wordnet is not False) != wordnet().available
 
 
 def format_report(report: CalibrationReport) -> str:
@@ -352,6 +381,11 @@ def format_report(report: CalibrationReport) -> str:
         lines.append(f"probes listing their concept at the default: {report.probes_found}/"
                      f"{len(report.probes)}")
     lines += ["", f"rule: {report.rule}", f"default: {report.default:.2f}"]
+    if report.wordnet is False:
+        held = ("" if report.rule_default is None else
+                f": the rule gave {report.rule_default:.2f}, held at the safe floor")
+        lines.append(f"calibrated without WordNet (default at least "
+                     f"{NO_WORDNET_FLOOR:.2f}{held})")
     if report.calibrated_at:
         lines.append(f"calibrated at: {report.calibrated_at}")
     return "\n".join(lines)

@@ -163,6 +163,15 @@ NOISE_MARGIN = Tuned(
     "eval, third round: at 0.02 the worst real-word nonsense (0.275 on the stdlib) "
     "listed over a default of 0.27 (1/59); 0.03 gave 0/59 and 130/136 (fitted to the "
     "shipped stdlib gibberish: the real safety is thin)")
+NO_WORDNET_FLOOR = Tuned(
+    0.55, "the least default a calibration without WordNet chooses: without it the "
+    "reading cannot tell a placeholder (`foo`) from a word, nor nonsense around one "
+    "corpus word from a query, and keeps the seeded noise at 0 (the rule gave 0.03 "
+    "on the manual pages)",
+    "eval with WordNet hidden (docs/eval.md, \"Without WordNet\"): the highest "
+    "gibberish score over the stdlib, kitchen and manpages sets was 0.512 "
+    "(`foo_bar_baz` over the standard library; `--foo` 0.406 over the manual pages, "
+    "`orbit pickle democracy` 0.304 over the kitchen); 0.512 + NOISE_MARGIN, rounded up")
 NOISE_OUTLIERS = Tuned(
     2, "concepts attracting the most noise left out of the floor (a junk concept "
     "cannot drag the default)", NOT_MEASURED)

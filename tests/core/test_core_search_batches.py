@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 import trio
-from kg_fuse.server.embedding.embedder import Embedder
 
+from kg_fuse.server.embedding.embedder import Embedder
 from tests.helpers.core import ServerApp
 
 QUERIES = ["compress data with gzip", "parse a csv file", "read a tar archive member",

@@ -126,8 +126,7 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
     watcher = ServerWatcher(client, invalidation, options.max_age, options.probe_timeout,
                             state.server_default_seen, state.server_presets_seen)
     listings = ResultCache(client, options.max_age, states, details, watcher.observe,
-                           on_refresh=notices.refreshed,
-                           retry_after=min(options.poll_interval, 5.0))
+                           on_refresh=notices.refreshed)
     planner = Planner(client, registry, watcher, ontology_name=catalog.server_name)
     service = QueryService(registry, planner, listings, invalidation)
     ingest = IngestBox(client, delay=options.ingest_delay,

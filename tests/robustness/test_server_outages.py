@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kg_fuse.client.retry import SERVER_RETRY
 from tests.helpers.faults import FaultProxy, proxy_env
 from tests.helpers.mount import Mount
 from tests.robustness.conftest import (
@@ -127,6 +128,9 @@ def test_server_stopped_then_restarted_without_its_tokens(
     with server.client("admin") as http:
         assert http.post("/query/search", json={"query": "warm up", "limit": 1}).status_code == 200
     issued = server.log_text().count("issued a token")
+    # the listing that failed once (refused) is asked again when the policy's first
+    # retry is due, at most 1 s after: wait for it, the test is about the tokens
+    time.sleep(SERVER_RETRY.initial + SERVER_RETRY.jitter)
     listings: dict[str, Any] = {}
 
     def list_one(name: str) -> None:

@@ -6,7 +6,7 @@ import base64
 import datetime as dt
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kg_fuse.client.errors import ServerFault
 
@@ -29,6 +29,21 @@ def _optional(body: dict[str, Any], name: str, kind: type | tuple[type, ...], wh
 def clean_text(value: str) -> str:
     """Replace lone surrogates (legal in JSON, not in UTF-8) with U+FFFD."""
     return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+T = TypeVar("T")
+
+
+def _text(value: Any, default: T) -> str | T:
+    """An optional text field: the string (lone surrogates replaced), or ``default`` when
+    it is absent or not a string (not worth refusing the whole answer for)."""
+    return clean_text(value) if isinstance(value, str) else default
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    """An optional list of texts: its strings (others skipped), or () when not a list."""
+    return tuple(clean_text(v) for v in value if isinstance(v, str)) \
+        if isinstance(value, list) else ()
 
 
 def timestamp_ns(value: Any) -> int | None:
@@ -148,8 +163,7 @@ class SearchResponse:
             suggested_threshold=None if suggested is None else finite_number(suggested, where),
             top_match=None if top is None else ConceptHit.parse(top),
             threshold_presets=threshold_presets(body.get("threshold_presets")),
-            unknown_words=tuple(w for w in unknown if isinstance(w, str))
-            if isinstance(unknown, list) else (),
+            unknown_words=_texts(unknown),
             **_reading_extras(body),
         )
 
@@ -163,11 +177,10 @@ def _reading_extras(body: dict) -> dict[str, Any]:
     repeated = body.get("repeated_words")
     extras: dict[str, Any] = {}
     if isinstance(repeated, list):
-        extras["repeated_words"] = tuple(clean_text(w) for w in repeated
-                                         if isinstance(w, str))
+        extras["repeated_words"] = _texts(repeated)
     if isinstance(expanded, dict):
         extras["expanded_words"] = tuple(
-            (clean_text(word), tuple(clean_text(t) for t in terms if isinstance(t, str)))
+            (clean_text(word), _texts(terms))
             for word, terms in expanded.items() if isinstance(word, str)
             and isinstance(terms, list))
     if isinstance(near, list):
@@ -219,13 +232,11 @@ class ConceptDetail:
             paragraph = inst.get("paragraph")
             evidence.append(
                 Evidence(
-                    quote=clean_text(inst["quote"]) if isinstance(inst.get("quote"), str) else "",
-                    document=inst.get("document") if isinstance(inst.get("document"), str) else "",
+                    quote=_text(inst.get("quote"), ""),
+                    document=_text(inst.get("document"), ""),
                     paragraph=paragraph if isinstance(paragraph, int) else None,
-                    filename=inst.get("filename") if isinstance(inst.get("filename"), str)
-                    else None,
-                    full_text=inst["full_text"] if isinstance(inst.get("full_text"), str)
-                    else "",
+                    filename=_text(inst.get("filename"), None),
+                    full_text=_text(inst.get("full_text"), ""),
                 )
             )
         relationships = []
@@ -247,7 +258,7 @@ class ConceptDetail:
             ontologies=_strings(body.get("documents"), where),
             evidence=tuple(evidence),
             relationships=tuple(relationships),
-            signature=clean_text(sig) if isinstance(sig := body.get("signature"), str) else "",
+            signature=_text(body.get("signature"), ""),
         )
 
 
@@ -277,8 +288,7 @@ class CatalogNode:
             kind=str(body.get("kind") or ""),
             child_count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
             created_ns=timestamp_ns(created),
-            warnings=tuple(clean_text(w) for w in warnings if isinstance(w, str))
-            if isinstance(warnings, list) else (),
+            warnings=_texts(warnings),
         )
 
 
@@ -325,11 +335,10 @@ class IngestReceipt:
     @classmethod
     def parse(cls, raw: Any) -> IngestReceipt:
         body = _object(raw, "ingest response")
-        job_id = body.get("job_id") if isinstance(body.get("job_id"), str) else None
-        existing = body.get("existing_job_id")
+        job_id = _text(body.get("job_id"), None)
         if job_id is None and not body.get("duplicate"):
             raise ServerFault("ingest response has neither job_id nor duplicate")
-        return cls(job_id, existing if isinstance(existing, str) else None,
+        return cls(job_id, _text(body.get("existing_job_id"), None),
                    str(body.get("status") or ""))
 
 
@@ -353,14 +362,12 @@ class JobStatus:
         where = "job"
         body = _object(raw, where)
         progress = body.get("progress")
-        error = body.get("error")
         result = body.get("result")
         warnings = result.get("warnings") if isinstance(result, dict) else None
         return cls(
             job_id=_field(body, "job_id", str, where),
             status=_field(body, "status", str, where),
             progress=progress if isinstance(progress, dict) else None,
-            error=error if isinstance(error, str) else None,
-            warnings=tuple(w for w in warnings if isinstance(w, str))
-            if isinstance(warnings, list) else (),
+            error=_text(body.get("error"), None),
+            warnings=_texts(warnings),
         )

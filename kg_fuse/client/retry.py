@@ -1,21 +1,44 @@
-"""The retry policy: exponential backoff with jitter (tenacity's ``wait_exponential_jitter``),
-used as a schedule and never waited on in line. It is the one used everywhere something
-failed and must not be tried again at once: uploads from ``ingest/`` (growing), a
-listing after its fetch stalled and the server default after a failed lookup (each a
-fixed wait).
+"""The one retry policy for every wait on the server: exponential backoff with jitter
+(tenacity's ``wait_exponential_jitter``), bounded, used as a schedule and never waited
+on in line by a FUSE handler (the shell that asked would hang).
 
-A FUSE handler must not sleep through retries (the shell that asked would hang), so a
-``Backoff`` only says when the next attempt may go: each failure in a row pushes that
-time out (``initial``, doubling, at most ``maximum``, plus up to ``jitter`` seconds so
-many waiting parts do not retry in step); a success resets it.
+Its numbers (``SERVER_RETRY``), and why:
+
+- the first retry after 0.5 s: a briefly busy or restarting server is asked again soon,
+  and a burst of calls shares one attempt anyway (each waiting thing retries once);
+- doubling, at most 5 s: a server that stays down gets one request per waiting thing
+  every 5 s, not one per call, and a server that comes back is picked up within 5 s
+  (the mount's poll may see it sooner, and then ends every wait at once);
+- plus up to 0.5 s of jitter below the cap, so parts that failed together do not all
+  retry in step.
+
+So 0.5 s, 1 s, 2 s, 4 s (each plus up to 0.5 s), then every 5 s. Each thing that
+waits keeps its own ``Backoff`` (the failures in a row of one thing); a success resets
+it. What waits on the server:
+
+- a listing whose fetch failed (``fs/results``): callers during its backoff get the
+  failure, or the last listing marked stale, at once; when it ends one caller fetches
+  and the others wait for that fetch's outcome;
+- the server default after a failed lookup (``fs/watcher``);
+- an upload from ``ingest/``, and the status of its job (``fs/ingest``: while the
+  server answers, a running job is asked every ``SERVER_RETRY.initial`` seconds);
+- ``kg-fuse server start`` waiting for the new server to answer (``delays``).
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import tenacity
-import trio
+
+from kg_fuse.client import errors
+
+# Failures that say the server is down or failing: the same call may succeed later, so
+# it is retried under the policy (other errors are the server's answer).
+RETRIED: tuple[type[errors.KgError], ...] = (errors.ServerUnreachable, errors.ServerTimeout,
+                                             errors.ServerFault)
 
 
 @dataclass(frozen=True)
@@ -23,11 +46,6 @@ class RetryPolicy:
     initial: float
     maximum: float
     jitter: float
-
-    @classmethod
-    def fixed(cls, seconds: float) -> RetryPolicy:
-        """The same wait after every failure (jitter would be capped away)."""
-        return cls(initial=seconds, maximum=seconds, jitter=0.0)
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after ``failures`` failures in a row (1 or more)."""
@@ -37,12 +55,26 @@ class RetryPolicy:
         state.attempt_number = max(1, failures)
         return wait(state)
 
+    def delays(self) -> Iterator[float]:
+        """The waits between attempts, without end (for a loop that sleeps)."""
+        return (self.delay(n) for n in itertools.count(1))
+
+
+SERVER_RETRY = RetryPolicy(initial=0.5, maximum=5.0, jitter=0.5)
+
+
+def _now() -> float:
+    import trio  # a Backoff lives inside a trio run; the policy alone needs no trio
+
+    return trio.current_time()
+
 
 @dataclass
 class Backoff:
-    """The failures in a row of one thing (an upload, a listing) under a policy."""
+    """The failures in a row of one thing (a listing, an upload, the job polls) under
+    the policy; it says when the next attempt may go (trio clock)."""
 
-    policy: RetryPolicy
+    policy: RetryPolicy = SERVER_RETRY
     failures: int = 0
     not_before: float = field(default=float("-inf"))
 
@@ -50,7 +82,7 @@ class Backoff:
         """Record a failure; returns the delay until the next attempt."""
         self.failures += 1
         delay = self.policy.delay(self.failures)
-        self.not_before = trio.current_time() + delay
+        self.not_before = _now() + delay
         return delay
 
     def succeeded(self) -> None:
@@ -59,4 +91,4 @@ class Backoff:
 
     @property
     def waiting(self) -> bool:
-        return trio.current_time() < self.not_before
+        return _now() < self.not_before

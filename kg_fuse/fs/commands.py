@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -224,21 +226,35 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
+    from kg_fuse.fs.mount import wait_for_mount_change  # while the child starts
+
     deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        if os.path.ismount(mountpoint):
-            print(f"kg-fuse: mounted {mountpoint} (pid {child.pid}, log {log_file})")
-            return 0
-        if child.poll() is not None:
-            break
-        time.sleep(0.05)
-    else:
-        child.terminate()
+    # a wait on events: the mount table changing, or the child exiting
+    with open("/proc/self/mountinfo", "rb") as table, _pidfd(child.pid) as pidfd:
+        while time.monotonic() < deadline:
+            if os.path.ismount(mountpoint):
+                print(f"kg-fuse: mounted {mountpoint} (pid {child.pid}, log {log_file})")
+                return 0
+            if child.poll() is not None:
+                break
+            wait_for_mount_change(table, deadline - time.monotonic(), pidfd)
+        else:
+            child.terminate()
     with open(log_file, encoding="utf-8", errors="replace") as f:
         f.seek(start)
         reason = " | ".join(line.strip() for line in f.read().strip().splitlines()[-2:])
     raise CommandError(f"mounting {mountpoint} failed: {reason or 'no reason logged'}",
                        hint=f"see {log_file}")
+
+
+@contextlib.contextmanager
+def _pidfd(pid: int) -> Iterator[int]:
+    """A descriptor that becomes readable when the process exits."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        yield pidfd
+    finally:
+        os.close(pidfd)
 
 
 def _forwarded(args: argparse.Namespace, exclude: set[str]) -> list[str]:

@@ -29,7 +29,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.client.retry import Backoff, RetryPolicy
+from kg_fuse.client.retry import RETRIED, SERVER_RETRY, Backoff
 from kg_fuse.fs.errors import Busy, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.limits import MAX_INGEST_BYTES
 
@@ -37,23 +37,19 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = MAX_INGEST_BYTES  # larger files fail with EFBIG; the server's cap too
 MAX_PENDING_BYTES = 8 * MAX_INGEST_BYTES  # all files waiting in memory: ENOSPC past it
-# while the server is unreachable: 2 s, 4 s, 8 s, then every 10 s, each plus up to 1 s
-UPLOAD_RETRIES = RetryPolicy(initial=2.0, maximum=10.0, jitter=1.0)
 JOB_SUFFIX = ".ingesting"
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")  # the platform's
 DUPLICATE = "duplicate"  # a job status of ours: the upload added nothing
 _TEMPORARY = re.compile(r"^\.|~$|\.sw[a-p]$|\.tmp$|^#.*#$|^4913$|\.part$|\.crdownload$")
 
 
-# Failures after which the file stays and its upload is tried again, with what its
-# ``.ingesting`` file says meanwhile (the server's reason follows, as its error).
+# Failures after which the file stays and its upload is tried again (the retry
+# policy's), with what its ``.ingesting`` file says meanwhile (the server's reason
+# follows, as its error).
 WAITING_FOR: dict[type[errors.KgError], str] = {
     errors.TooManyRequests: "waiting for room in the server's ingest queue",
-    errors.ServerUnreachable: "waiting for the server",
-    errors.ServerTimeout: "waiting for the server",
-    errors.ServerFault: "waiting for the server",
+    **{kind: "waiting for the server" for kind in RETRIED},
 }
-RETRIED = tuple(WAITING_FOR)
 
 
 def _waiting(exc: errors.KgError) -> str:
@@ -72,7 +68,7 @@ class PendingFile:
     upload_at: float | None = None
     failed: str | None = None  # why a write failed: this content is never uploaded
     mtime_ns: int = field(default_factory=time.time_ns)  # the last write, as ls -l shows it
-    retries: Backoff = field(default_factory=lambda: Backoff(UPLOAD_RETRIES))
+    retries: Backoff = field(default_factory=Backoff)
 
 
 @dataclass
@@ -109,6 +105,7 @@ class IngestBox:
         self.files: dict[Key, PendingFile] = {}
         self.jobs: dict[Key, Job] = {}
         self._wake = trio.Event()
+        self._job_polls = Backoff()  # while the server fails, job polls back off too
         self.server_name: Callable[[str], str] = lambda ontology: ontology
 
     # -- the files ----------------------------------------------------------------------
@@ -214,7 +211,10 @@ class IngestBox:
     # -- the uploads ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Upload due files and follow their jobs, until cancelled."""
+        """Upload due files and follow their jobs, until cancelled: it sleeps until the
+        next upload is due or the next job poll (every ``SERVER_RETRY.initial`` seconds
+        while the server answers, under the retry policy while it fails), or a file is
+        closed."""
         while True:
             now = trio.current_time()
             for key, pending in list(self.files.items()):
@@ -222,13 +222,25 @@ class IngestBox:
                         and pending.upload_at <= now:
                     pending.upload_at = None
                     await self._upload(key, pending)
-            for job in list(self.jobs.values()):
-                if job.job_id is not None and job.status not in ("failed", "cancelled",
-                                                                   DUPLICATE, "completed"):
-                    await self._follow(job)
+            for job in self._running():
+                if self._job_polls.waiting or not await self._follow(job):
+                    break  # the server fails: one request per attempt, not one per job
             self._wake = trio.Event()
-            with trio.move_on_after(0.5):
+            with trio.move_on_at(self._next_due()):
                 await self._wake.wait()
+
+    def _running(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.job_id is not None
+                and job.status not in ("failed", "cancelled", DUPLICATE, "completed")]
+
+    def _next_due(self) -> float:
+        """When ``run`` has something to do next, without being woken (trio clock)."""
+        due = [p.upload_at for p in self.files.values()
+               if p.failed is None and p.upload_at is not None]
+        if self._running():
+            due.append(max(trio.current_time() + SERVER_RETRY.initial,
+                           self._job_polls.not_before))
+        return min(due, default=float("inf"))
 
     async def _upload(self, key: Key, pending: PendingFile) -> None:
         """Upload one file. It leaves ``ingest/`` only once the server accepted it: if
@@ -265,13 +277,20 @@ class IngestBox:
         job.status = receipt.status or "pending"
         log.info("uploaded %r into %r: job %s", name, ontology, job.job_id)
 
-    async def _follow(self, job: Job) -> None:
+    async def _follow(self, job: Job) -> bool:
+        """Ask the server for the job's status; False if the server failed (the job
+        polls back off)."""
         assert job.job_id is not None
         try:
             status = await self._client.job(job.job_id)
+        except RETRIED as exc:
+            delay = self._job_polls.failed()
+            log.info("job %s: %s; asking again in %.1fs", job.job_id, exc, delay)
+            return False
         except errors.KgError as exc:
             log.info("job %s: %s", job.job_id, exc)
-            return
+            return True
+        self._job_polls.succeeded()
         job.status = status.status
         if status.progress:
             job.progress = ", ".join(f"{k}={v}" for k, v in sorted(status.progress.items()))

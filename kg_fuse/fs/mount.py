@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pyfuse3
 import trio
@@ -93,10 +95,26 @@ def _listed_in_mountinfo(mountpoint: str) -> bool:
     return False
 
 
+def wait_for_mount_change(table: IO[bytes], timeout: float | None = None,
+                          pidfd: int | None = None) -> None:
+    """Block until the mount table changes (a mount or unmount anywhere: the kernel marks
+    ``table``, an open ``/proc/self/mountinfo``, with POLLPRI; a change since it was
+    opened or last reported counts), ``pidfd``'s process exits, or ``timeout`` passes."""
+    poller = select.poll()
+    poller.register(table.fileno(), select.POLLPRI)
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    poller.poll(None if timeout is None else max(0.0, timeout) * 1000)
+
+
 async def _watch_unmount(mountpoint: str, stop: Callable[[], None]) -> None:
-    """Notice an external ``fusermount3 -u`` even while handlers wait on the server."""
-    while await trio.to_thread.run_sync(_listed_in_mountinfo, mountpoint):
-        await trio.sleep(0.5)
+    """Notice an external ``fusermount3 -u`` even while handlers wait on the server: a
+    wait on the mount table's change event (opened before the first look: no change is
+    missed)."""
+    with open("/proc/self/mountinfo", "rb") as table:
+        while await trio.to_thread.run_sync(_listed_in_mountinfo, mountpoint):
+            await trio.to_thread.run_sync(wait_for_mount_change, table,
+                                          abandon_on_cancel=True)
     log.info("%s was unmounted", mountpoint)
     stop()
 
@@ -126,8 +144,7 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
     watcher = ServerWatcher(client, invalidation, options.max_age, options.probe_timeout,
                             state.server_default_seen, state.server_presets_seen)
     listings = ResultCache(client, options.max_age, states, details, watcher.observe,
-                           on_refresh=notices.refreshed,
-                           retry_after=min(options.poll_interval, 5.0))
+                           on_refresh=notices.refreshed)
     planner = Planner(client, registry, watcher, ontology_name=catalog.server_name)
     service = QueryService(registry, planner, listings, invalidation)
     ingest = IngestBox(client, delay=options.ingest_delay,

@@ -75,7 +75,7 @@ class QueryState:
     mtimes: dict[str, bytes] = field(default_factory=dict)
     lock: trio.Lock = field(default_factory=trio.Lock)
     failure: Failure | None = None
-    retries: Backoff | None = None  # after a stalled fetch: when the next may go
+    retries: Backoff | None = None  # after a failed fetch: when the next may go
     fetch_error: str | None = None  # why the last fetch for .meta/status failed
     # when the directory (None) and each writable control file (its kind) last changed
     meta_mtimes: dict[NodeKind | None, int] = field(default_factory=dict)

@@ -25,7 +25,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.client.retry import Backoff, RetryPolicy
+from kg_fuse.client.retry import RETRIED, Backoff
 from kg_fuse.fs.cut import Cut
 from kg_fuse.fs.details import ConceptDetails
 from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
@@ -86,13 +86,9 @@ class ResultCache:
         details: ConceptDetails,
         default: DefaultListener,
         on_refresh: RefreshListener | None = None,
-        retry_after: float = 5.0,
     ) -> None:
         self._client = client
         self.max_age = max_age
-        # after a stalled fetch the same listing waits ``retry_after`` (fixed, no jitter:
-        # a burst of stats costs one deadline, and the next poll's answer ends the wait)
-        self.retries = RetryPolicy.fixed(retry_after)
         self.on_refresh = on_refresh
         self._default = default
         self.states = states
@@ -144,9 +140,10 @@ class ResultCache:
     async def get(self, key: str, plan: QueryPlan) -> ResultSet:
         """The query's results, fetched if stale. Identical concurrent requests share one
         fetch, and its failure: callers queued behind a failed fetch get its outcome at
-        once, and after a timeout, while its backoff runs (``retry_after`` seconds, or
-        until the server is back), nobody waits on another deadline. Fast failures are
-        simply retried."""
+        once, and while the backoff after a failure of the server runs (the retry policy,
+        ``kg_fuse.client.retry``; or until the server answers the poll again) everyone
+        gets that failure at once: one request per attempt, however many callers. An
+        answer such as 401 or 404 ends the wait (the next caller asks again)."""
         state = self.states.get(key)
         current = self.states.listing(key)
         if self._usable(current, plan):
@@ -169,8 +166,8 @@ class ResultCache:
                 if current is not None and current.plan == plan:
                     log.warning("serving stale results for %r: %s", key, exc)
                 state.failure = Failure(trio.current_time(), plan, exc)
-                if isinstance(exc, errors.ServerTimeout):  # only a stall is worth waiting
-                    state.retries = state.retries or Backoff(self.retries)
+                if isinstance(exc, RETRIED):  # down or failing: wait before the next try
+                    state.retries = state.retries or Backoff()
                     state.retries.failed()
                 else:  # the server answered: the next caller may try at once
                     state.retries = None

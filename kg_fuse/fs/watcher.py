@@ -34,7 +34,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
-from kg_fuse.client.retry import Backoff, RetryPolicy
+from kg_fuse.client.retry import Backoff
 from kg_fuse.fs.threshold import DefaultOrigin
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,8 @@ class ServerWatcher:
         self._how: str | None = FROM_SAVED if initial is not None else None
         self._learned_wall: float | None = None
         self._learned_at: float | None = None
-        # after a failure the server is not asked again for ``ttl``
-        self._retries = Backoff(RetryPolicy.fixed(ttl))
+        # after a failed lookup the server is asked again under the retry policy
+        self._retries = Backoff()
         self._admin_readable: bool | None = None
         self._lock = trio.Lock()
         self._polling: trio.Event | None = None  # set when the poll under way ends
@@ -130,8 +130,8 @@ class ServerWatcher:
     async def current_default(self) -> float | None:
         """The default, refreshed if older than ``ttl``; the last known value if the
         server cannot be reached (None if it never was). After a failure the server is
-        not asked again for ``ttl`` seconds, so a dead server costs one deadline, not one
-        per ``stat``."""
+        asked again only when the retry policy's backoff ends, so a dead server costs
+        one deadline per backoff, not one per ``stat``."""
         if self.fresh or self._retries.waiting:
             return self.value
         async with self._lock:
@@ -189,6 +189,7 @@ class ServerWatcher:
             self._failed_at = trio.current_time()
             return False
         self._stalled = False
+        self._retries.succeeded()  # the server answers: a lookup may go at once
         if self.server_error is not None:
             log.info("server available again")
             if self._changes is not None:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -138,7 +139,9 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
                                  stderr=log_stream, start_new_session=True)
     print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
-    deadline = time.monotonic() + wait
+    from kg_fuse.client.retry import SERVER_RETRY  # light: the parser does not need it
+
+    deadline, delays = time.monotonic() + wait, SERVER_RETRY.delays()
     while time.monotonic() < deadline:
         record = read_record(pid_file)
         if record is not None and record.pid == child.pid and _healthy(record.api_url):
@@ -148,10 +151,23 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
         if child.poll() is not None:
             raise CommandError(f"the server exited with status {child.returncode}: "
                                f"{_tail(log_file, offset)}", hint=f"see {log_file}")
-        time.sleep(0.2)
+        time.sleep(max(0.0, min(next(delays), deadline - time.monotonic())))
     child.terminate()
     raise CommandError(f"the server did not answer within {wait:.0f} s",
                        hint=f"see {log_file}; a first start builds the corpus: raise --wait")
+
+
+def _wait_for_exit(pid: int, timeout: float) -> None:
+    """Until the process exits or ``timeout`` seconds pass: a wait on its pidfd, which
+    becomes readable when it exits."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([pidfd], [], [], max(0.0, timeout))
+    finally:
+        os.close(pidfd)
 
 
 def stop(data_dir: Path | None, timeout: float = STOP_TIMEOUT) -> int:
@@ -171,7 +187,7 @@ def stop(data_dir: Path | None, timeout: float = STOP_TIMEOUT) -> int:
             os.kill(record.pid, signal.SIGKILL)
             pid_file.unlink(missing_ok=True)
             break
-        time.sleep(0.1)
+        _wait_for_exit(record.pid, deadline - time.monotonic())
     print(f"kg-fuse: stopped the server at {record.api_url} (pid {record.pid})")
     return 0
 

@@ -289,3 +289,41 @@ def test_status_says_stale_once_the_server_is_known_to_be_down(
     status = status_lines(mount, RELEVANT)
     assert status.get("error"), status
     assert status["fetched"].endswith(f"({STALE})"), status
+
+
+# Regression test (issue 26): every caller after a failed fetch fetched again at once,
+# so eight programs reading a query made one search each per read while it failed.
+@pytest.mark.timeout(60)
+def test_a_failing_listing_is_asked_for_once_per_retry_however_many_read_it(
+        proxy: FaultProxy, proxied: Callable[..., Mount]) -> None:
+    """Eight programs read a query for three seconds while the server answers 500: every
+    read is served from the cached listing at once, and the server is asked for the
+    listing once per retry of the policy (0.5 s, then 1 s, then 2 s), not once a read."""
+    mount = proxied(max_age=1.0)
+    mark = proxy.mark()
+    names, _ = fetched_query(mount)
+    per_fetch = proxy.count("/query/search", since=mark)  # the searches of one listing
+    time.sleep(1.2)
+    proxy.set_mode("error500", paths=["/query/search"])
+    before = proxy.mark()
+    stop = time.monotonic() + 3.0
+    reads: list[list[Any]] = [[] for _ in range(8)]
+
+    def reader(i: int) -> None:
+        while time.monotonic() < stop:
+            reads[i].append(timed(lambda: result_names(mount.path(RELEVANT))))
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    proxy.set_mode("pass")
+    outcomes = [o for r in reads for o in r]
+    assert len(outcomes) > 40 and all(o.ok and o.value == names for o in outcomes), \
+        [o for o in outcomes if not o.ok or o.value != names][:5]
+    assert max(o.seconds for o in outcomes) <= BOUND
+    attempts = proxy.count("/query/search", since=before, action="error500")
+    # 3 s of failures: attempts at 0 s, ~0.5 s, ~1.5 s and perhaps ~3 s (plus jitter)
+    assert 1 <= attempts <= 4 * per_fetch, (attempts, per_fetch, len(outcomes))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from kg_fuse.client.retry import SERVER_RETRY
 from tests.helpers.faults import FaultProxy, proxy_env
 from tests.helpers.mount import Mount
 from tests.robustness.conftest import (
@@ -127,6 +128,9 @@ def test_server_stopped_then_restarted_without_its_tokens(
     with server.client("admin") as http:
         assert http.post("/query/search", json={"query": "warm up", "limit": 1}).status_code == 200
     issued = server.log_text().count("issued a token")
+    # the listing that failed once (refused) is asked again when the policy's first
+    # retry is due, at most 1 s after: wait for it, the test is about the tokens
+    time.sleep(SERVER_RETRY.initial + SERVER_RETRY.jitter)
     listings: dict[str, Any] = {}
 
     def list_one(name: str) -> None:
@@ -179,3 +183,88 @@ def test_status_says_the_server_stopped_on_its_next_read(
     assert status_lines(mount, RELEVANT)["fetched"].endswith("(fresh)")
     assert "error" not in status_lines(mount, RELEVANT)
     assert mount.unmount() == 0
+
+
+# Regression test (issue 26): while the server failed, a running job's status was asked
+# for every 0.5 s.
+@pytest.mark.timeout(120)
+def test_job_status_polls_back_off_while_the_server_fails(
+        private_server: Any, mount_factory: Callable[..., Mount]) -> None:
+    """A file dropped for ingest is accepted, then the server fails every job status
+    request: the mount asks less and less often (0.5 s, 1 s, 2 s, 4 s), and once the
+    server answers again the job file goes away as the job completes."""
+    server = private_server  # this test adds a document: not the shared server
+    with FaultProxy(server.api_url) as fault:
+        mount = mount_factory(
+            server=server, env=proxy_env(server),
+            extra_args=["--api-url", fault.url, "--timeout", "1", "--probe-timeout", "1",
+                        "--ingest-delay", "0.2", "--poll-interval", "3600"],
+            allowed_log=FAULT_LOG)
+        ontology = sorted(os.listdir(mount.path(ONTOLOGY_DIR)))[0]
+        drop = mount.path(ONTOLOGY_DIR, ontology, "ingest")
+        fault.set_mode("reset", paths=["/jobs"])
+        (drop / "rye.md").write_text("# Rye bread\n\nRye dough is sticky; proof it in a "
+                                     "floured banneton for three hours.\n")
+        wait_until(lambda: fault.count("/ingest", action="pass") > 0, timeout=10,
+                   message="the upload being accepted")
+        accepted = fault.mark()
+        time.sleep(6.0)
+        polls = fault.count("/jobs", since=accepted)
+        # every 0.5 s would be 12; the policy's 0.5, 1, 2 and 4 s make at most 5
+        assert 1 <= polls <= 5, [r for r in fault.requests[accepted:]]
+        assert (drop / "rye.md.ingesting").exists()  # still followed, not given up
+        fault.set_mode("pass")
+        wait_until(lambda: not (drop / "rye.md.ingesting").exists(), timeout=30,
+                   interval=0.2, message="the job file gone once the job completed")
+        assert not (drop / "rye.md").exists()
+
+
+# Regression test (issue 26): while the server was down every read of a query that was
+# never listed asked the server again at once.
+@pytest.mark.timeout(150)
+def test_a_stopped_server_is_asked_under_the_policy_and_picked_up_within_its_cap(
+        private_server: Any, mount_factory: Callable[..., Mount]) -> None:
+    """A program reads a query that was never listed ten times a second while the server
+    is stopped: each read fails at once with ECONNREFUSED, but the server is asked only
+    at the policy's retries (0.5 s, 1 s, 2 s, 4 s, then every 5 s). The program keeps
+    reading while the server restarts; once it answers (no poll here: only the
+    listing's own retries can notice), the query lists within the policy's cap."""
+    server = private_server
+    with FaultProxy(server.api_url) as fault:
+        mount = mount_factory(
+            server=server, env=proxy_env(server),
+            extra_args=["--api-url", fault.url, "--timeout", "5", "--probe-timeout", "1",
+                        "--poll-interval", "3600"],
+            allowed_log=FAULT_LOG)
+        fetched_query(mount)  # the mount knows the server's default
+        mount.path("tar archives").mkdir()
+        server.stop()
+        mark = fault.mark()
+        reads: list[tuple[float, Any]] = []
+
+        def reader() -> None:  # until the query lists, or 60 s
+            until = time.monotonic() + 60
+            while time.monotonic() < until:
+                reads.append((time.monotonic(),
+                              timed(lambda: os.listdir(mount.path("tar archives")))))
+                if reads[-1][1].ok:
+                    return
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        time.sleep(8.0)
+        asked = fault.count("/query/search", since=mark, action="refused")
+        restarting = time.monotonic()
+        server.start()
+        back = time.monotonic()  # it answers /health
+        thread.join(timeout=70)
+        down = [o for at, o in reads if at < restarting]
+        assert all(o.errno == errno.ECONNREFUSED and o.seconds <= BOUND for o in down), down
+        # 8 s of failures: at 0, ~0.5, ~1.5, ~3.5 and ~7.5 s (plus jitter), not ~70
+        assert len(down) > 40 and 1 <= asked <= 6, (asked, len(down))
+        listed = [at for at, o in reads if o.ok and o.value]
+        assert listed, reads[-3:]
+        took = listed[0] - back
+        assert took <= 5.0 + 0.5 + 2.0, took  # the cap, its jitter, and a fetch
+        assert mount.unmount() == 0

@@ -58,3 +58,9 @@ class TooManyRequests(ServerFault):
 
 class MissingCredentials(KgError):
     """No client credentials were found anywhere we look."""
+
+
+# Failures that say the server is down or failing: the same call may succeed later, so
+# it is retried under the one policy (:mod:`kg_fuse.retry`); other errors are the
+# server's answer.
+RETRIED: tuple[type[KgError], ...] = (ServerUnreachable, ServerTimeout, ServerFault)

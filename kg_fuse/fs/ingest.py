@@ -29,9 +29,10 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.client.retry import RETRIED, SERVER_RETRY, Backoff
+from kg_fuse.client.errors import RETRIED
 from kg_fuse.fs.errors import Busy, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.limits import MAX_INGEST_BYTES
+from kg_fuse.retry import SERVER_RETRY, Backoff
 
 log = logging.getLogger(__name__)
 

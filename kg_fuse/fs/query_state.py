@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 import trio
 from cachetools import LRUCache
 
-from kg_fuse.client.retry import Backoff
 from kg_fuse.fs.kernel import give_memory_back
 from kg_fuse.fs.names import NameRegistry
 from kg_fuse.fs.nodes import NodeKind
+from kg_fuse.retry import Backoff
 
 if TYPE_CHECKING:
     from kg_fuse.client import errors

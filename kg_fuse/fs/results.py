@@ -24,13 +24,14 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.errors import RETRIED
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.client.retry import RETRIED, Backoff
 from kg_fuse.fs.cut import Cut
 from kg_fuse.fs.details import ConceptDetails
 from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
 from kg_fuse.fs.query_state import Failure, QueryState, QueryStates
 from kg_fuse.fs.render import concept_markdown
+from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class ResultCache:
         """The query's results, fetched if stale. Identical concurrent requests share one
         fetch, and its failure: callers queued behind a failed fetch get its outcome at
         once, and while the backoff after a failure of the server runs (the retry policy,
-        ``kg_fuse.client.retry``; or until the server answers the poll again) everyone
+        ``kg_fuse.retry``; or until the server answers the poll again) everyone
         gets that failure at once: one request per attempt, however many callers. An
         answer such as 401 or 404 ends the wait (the next caller asks again)."""
         state = self.states.get(key)

@@ -34,8 +34,8 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
-from kg_fuse.client.retry import Backoff
 from kg_fuse.fs.threshold import DefaultOrigin
+from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)
 

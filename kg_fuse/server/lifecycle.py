@@ -139,7 +139,7 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
                                  stderr=log_stream, start_new_session=True)
     print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
-    from kg_fuse.client.retry import SERVER_RETRY  # light: the parser does not need it
+    from kg_fuse.retry import SERVER_RETRY  # light: the parser does not need it
 
     deadline, delays = time.monotonic() + wait, SERVER_RETRY.delays()
     while time.monotonic() < deadline:

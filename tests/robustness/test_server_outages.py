@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kg_fuse.client.retry import SERVER_RETRY
+from kg_fuse.retry import SERVER_RETRY
 from tests.helpers.faults import FaultProxy, proxy_env
 from tests.helpers.mount import Mount
 from tests.robustness.conftest import (

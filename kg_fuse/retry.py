@@ -14,7 +14,9 @@ Its numbers (``SERVER_RETRY``), and why:
 
 So 0.5 s, 1 s, 2 s, 4 s (each plus up to 0.5 s), then every 5 s. Each thing that
 waits keeps its own ``Backoff`` (the failures in a row of one thing); a success resets
-it. What waits on the server:
+it. It sits below both the client and the server's commands, which all wait on a
+server; which failures are worth waiting on is the client's to say
+(:data:`kg_fuse.client.errors.RETRIED`). What waits on the server:
 
 - a listing whose fetch failed (``fs/results``): callers during its backoff get the
   failure, or the last listing marked stale, at once; when it ends one caller fetches
@@ -32,13 +34,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import tenacity
-
-from kg_fuse.client import errors
-
-# Failures that say the server is down or failing: the same call may succeed later, so
-# it is retried under the policy (other errors are the server's answer).
-RETRIED: tuple[type[errors.KgError], ...] = (errors.ServerUnreachable, errors.ServerTimeout,
-                                             errors.ServerFault)
 
 
 @dataclass(frozen=True)

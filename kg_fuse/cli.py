@@ -71,7 +71,7 @@ class VersionAction(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     from kg_fuse import systemd
     from kg_fuse.eval import commands as eval_commands
-    from kg_fuse.fs import commands as fs_commands
+    from kg_fuse.fs import mount_commands as fs_commands
     from kg_fuse.server import commands as server_commands
 
     parser = Parser(

@@ -17,23 +17,23 @@ from kg_fuse import paths
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection
-from kg_fuse.fs.attrs import Attributes
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.control import ScratchFiles
-from kg_fuse.fs.details import ConceptDetails
-from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.invalidation import Invalidation
-from kg_fuse.fs.kernel import KernelCache, ListingNotices
-from kg_fuse.fs.nodes import InodeTable
-from kg_fuse.fs.operations import KgOperations
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import QueryStore, StoreState
-from kg_fuse.fs.query_state import QueryStates
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.results import ResultCache
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import Tree
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.handlers.operations import KgOperations
+from kg_fuse.fs.kernel.nodes import InodeTable
+from kg_fuse.fs.kernel.notices import KernelCache, ListingNotices
+from kg_fuse.fs.queries.details import ConceptDetails
+from kg_fuse.fs.queries.invalidation import Invalidation
+from kg_fuse.fs.queries.planner import Planner
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.results import ResultCache
+from kg_fuse.fs.queries.service import QueryService
+from kg_fuse.fs.queries.state import QueryStates
+from kg_fuse.fs.queries.store import QueryStore, StoreState
+from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.fs.tree.attrs import Attributes
+from kg_fuse.fs.tree.catalog import Catalog
+from kg_fuse.fs.tree.control import ScratchFiles
+from kg_fuse.fs.tree.ingest import IngestBox
+from kg_fuse.fs.tree.shape import Tree
 
 log = logging.getLogger(__name__)
 

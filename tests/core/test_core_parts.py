@@ -16,11 +16,11 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.client.credentials import Credentials
-from kg_fuse.fs.errors import errno_of
-from kg_fuse.fs.ingest import JOB_SUFFIX
-from kg_fuse.fs.kinds import BEHAVIOURS
-from kg_fuse.fs.nodes import NodeKind
-from kg_fuse.fs.plan import Level, QueryPlan, execute
+from kg_fuse.fs.kernel.errnos import errno_of
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
+from kg_fuse.fs.tree.ingest import JOB_SUFFIX
+from kg_fuse.fs.tree.kinds import BEHAVIOURS
 from tests.helpers.core import API_URL, Core
 from tests.helpers.driver import CTX
 

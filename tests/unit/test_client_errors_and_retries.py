@@ -15,7 +15,7 @@ from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.retry import Backoff, RetryPolicy
-from kg_fuse.fs.errors import errno_of
+from kg_fuse.fs.kernel.errnos import errno_of
 
 CREDENTIALS = Credentials("kg-fuse", "secret", "tests")
 

@@ -7,16 +7,16 @@ import tomllib
 
 import pytest
 
-from kg_fuse.fs.names import InvalidName, parse_query_dir_name
-from kg_fuse.fs.queries import SavedQuery, _query_from_toml, _query_to_toml
-from kg_fuse.fs.status import query_toml, status_file, threshold_file
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.names import InvalidName, parse_query_dir_name
+from kg_fuse.fs.queries.store import SavedQuery, _query_from_toml, _query_to_toml
+from kg_fuse.fs.queries.threshold import (
     InvalidThreshold,
     ThresholdSource,
     effective_threshold,
     parse_threshold_file,
     preset_value,
 )
+from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 from tests.unit.explain import explain_one
 
 
@@ -97,7 +97,7 @@ def test_presets_the_server_publishes_win_over_the_offsets() -> None:
     assert preset_value("comprehensive", 0.48, published) == 0.45
     assert preset_value("exact", 0.48, None) == 0.58  # an older server: the offsets
     query = SavedQuery(("q",), "q", threshold="exact")
-    from kg_fuse.fs.threshold import DefaultOrigin, describe_source, explain_thresholds
+    from kg_fuse.fs.queries.threshold import DefaultOrigin, describe_source, explain_thresholds
 
     explanation = explain_thresholds([query], (), (), DefaultOrigin(0.48, presets=published))
     assert explanation.own.effective == exact
@@ -121,7 +121,7 @@ def test_search_response_carries_valid_presets_only() -> None:
 
 
 async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
-    from kg_fuse.fs.watcher import ServerWatcher
+    from kg_fuse.fs.queries.watcher import ServerWatcher
 
     class Changes:  # what the invalidation is told
         def default_changed(self, value: float, presets: object) -> None:
@@ -144,7 +144,7 @@ async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
 
 
 def test_the_presets_seen_persist_with_the_default() -> None:
-    from kg_fuse.fs.queries import StoreState, dumps_state, loads_state
+    from kg_fuse.fs.queries.store import StoreState, dumps_state, loads_state
 
     state = StoreState(server_default_seen=0.5,
                        server_presets_seen={"exact": 0.6, "comprehensive": 0.44})
@@ -175,7 +175,7 @@ def _server(epoch_body: dict, sent: list[str]):
 
 async def test_the_poll_learns_the_default_from_the_epoch_else_from_the_admin_endpoint(
 ) -> None:
-    from kg_fuse.fs.watcher import FROM_EPOCH, ServerWatcher
+    from kg_fuse.fs.queries.watcher import FROM_EPOCH, ServerWatcher
 
     sent: list[str] = []
     published = {"epoch": 3, "default_threshold": 0.4,

@@ -10,14 +10,13 @@ from pathlib import Path
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.cut import relevance_cut
-from kg_fuse.fs.plan import LevelCount
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreState, _query_from_toml
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.results import ResultSet
-from kg_fuse.fs.status import query_toml, status_file, threshold_file
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.cut import relevance_cut
+from kg_fuse.fs.queries.planner import Planner
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.results import ResultSet
+from kg_fuse.fs.queries.searches import LevelCount
+from kg_fuse.fs.queries.store import QueryStore, SavedQuery, StoreState, _query_from_toml
+from kg_fuse.fs.queries.threshold import (
     PRESET_SIZES,
     AutoAdjustment,
     DefaultOrigin,
@@ -26,7 +25,8 @@ from kg_fuse.fs.threshold import (
     describe_source,
     explain_thresholds,
 )
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 
 ADMIN = DefaultOrigin(0.5, "the admin endpoint", 1_700_000_000.0)
 PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", threshold=0.7)

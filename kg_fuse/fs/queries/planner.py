@@ -15,16 +15,16 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
-from kg_fuse.fs.plan import Level, QueryPlan
-from kg_fuse.fs.queries import QueryPath, SavedQuery, scope_of
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.searches import Level, QueryPlan
+from kg_fuse.fs.queries.store import QueryPath, SavedQuery, scope_of
+from kg_fuse.fs.queries.threshold import (
     EffectiveThreshold,
     ThresholdExplanation,
     explain_thresholds,
     floor_adjust,
 )
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.queries.watcher import ServerWatcher
 
 log = logging.getLogger(__name__)
 

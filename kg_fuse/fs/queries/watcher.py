@@ -35,7 +35,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
 from kg_fuse.client.retry import Backoff, RetryPolicy
-from kg_fuse.fs.threshold import DefaultOrigin
+from kg_fuse.fs.queries.threshold import DefaultOrigin
 
 log = logging.getLogger(__name__)
 

@@ -33,14 +33,14 @@ import trio
 from cachetools import LRUCache
 
 from kg_fuse.client.retry import Backoff
-from kg_fuse.fs.kernel import give_memory_back
-from kg_fuse.fs.names import NameRegistry
-from kg_fuse.fs.nodes import NodeKind
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.kernel.notices import give_memory_back
+from kg_fuse.fs.queries.names import NameRegistry
 
 if TYPE_CHECKING:
     from kg_fuse.client import errors
-    from kg_fuse.fs.plan import QueryPlan
-    from kg_fuse.fs.results import ResultSet
+    from kg_fuse.fs.queries.results import ResultSet
+    from kg_fuse.fs.queries.searches import QueryPlan
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.retry import Backoff, RetryPolicy
-from kg_fuse.fs.errors import Busy, Invalid, NoEntry, NoSpace, TooLarge
+from kg_fuse.fs.kernel.errnos import Busy, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.limits import MAX_INGEST_BYTES
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Saved queries as the tree uses them: create, remove, change settings, list results.
 
 The domain layer under the FUSE operations: it knows nothing about inodes or errnos (its
-errors are typed: see ``errors``). It coordinates the parts that ``mount.assemble``
+errors are typed: see ``kernel.errnos``). It coordinates the parts that ``mount.assemble``
 wires: the registry (which queries exist, persisted), the planner (thresholds, plans,
 the creation probe), the listings (``ResultCache`` over the queries' states) and the
 invalidation (what a change drops). Everything the mount holds per query lives in one
@@ -15,15 +15,15 @@ import logging
 from dataclasses import replace
 
 from kg_fuse.client import errors
-from kg_fuse.fs.invalidation import Invalidation
-from kg_fuse.fs.names import parse_query_dir_name
-from kg_fuse.fs.nodes import NodeKind
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import Link, QueryPath, SavedQuery
-from kg_fuse.fs.query_state import Drop, QueryStates
-from kg_fuse.fs.registry import QueryExists, QueryNotFound, QueryRegistry
-from kg_fuse.fs.results import ResultCache, ResultSet
-from kg_fuse.fs.threshold import Threshold
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.invalidation import Invalidation
+from kg_fuse.fs.queries.names import parse_query_dir_name
+from kg_fuse.fs.queries.planner import Planner
+from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
+from kg_fuse.fs.queries.results import ResultCache, ResultSet
+from kg_fuse.fs.queries.state import Drop, QueryStates
+from kg_fuse.fs.queries.store import Link, QueryPath, SavedQuery
+from kg_fuse.fs.queries.threshold import Threshold
 
 log = logging.getLogger(__name__)
 

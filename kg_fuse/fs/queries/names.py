@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kg_fuse.client.models import clean_text
-from kg_fuse.fs.errors import InvalidName, NameTooLong
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.kernel.errnos import InvalidName, NameTooLong
+from kg_fuse.fs.queries.threshold import (
     InvalidThreshold,
     Threshold,
     parse_preset,

@@ -24,7 +24,7 @@ import tomli_w
 
 from kg_fuse import private
 from kg_fuse.client.models import threshold_presets
-from kg_fuse.fs.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
+from kg_fuse.fs.queries.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
 from kg_fuse.limits import DEFAULT_LIMIT
 
 log = logging.getLogger(__name__)

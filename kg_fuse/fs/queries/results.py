@@ -5,7 +5,7 @@ invalidation decides when) or it is ``max_age`` seconds old. Identical concurren
 requests share one fetch. Files are rendered when fetched, so every file's exact size is
 known for ``ls -l``, and keep their mtime while their content is unchanged.
 
-Memory is bounded: listings are held by their query's state (``query_state``) within a
+Memory is bounded: listings are held by their query's state (``state``) within a
 byte budget (``SETS_BUDGET``, 32 MiB of rendered bodies, least recently used dropped
 first), concept details in their own LRU (``details``). A dropped listing is fetched
 again when next used (the kernel is told to forget its names first).
@@ -26,11 +26,11 @@ from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.client.retry import Backoff, RetryPolicy
-from kg_fuse.fs.cut import Cut
-from kg_fuse.fs.details import ConceptDetails
-from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
-from kg_fuse.fs.query_state import Failure, QueryState, QueryStates
-from kg_fuse.fs.render import concept_markdown
+from kg_fuse.fs.queries.cut import Cut
+from kg_fuse.fs.queries.details import ConceptDetails
+from kg_fuse.fs.queries.render import concept_markdown
+from kg_fuse.fs.queries.searches import LevelCount, QueryPlan, execute
+from kg_fuse.fs.queries.state import Failure, QueryState, QueryStates
 
 log = logging.getLogger(__name__)
 

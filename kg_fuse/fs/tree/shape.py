@@ -13,7 +13,7 @@ ontology a node belongs to, as its kind says (``NodeKind.owner``): the query's k
 Behaviour varies by kind as data: each ``NodeKind`` has one ``Behaviour`` (the table is
 ``kinds.BEHAVIOURS``; directories in ``directories``, files in ``files``). A behaviour
 works in a ``Tree``, the domain parts of one mount, and raises the typed errors of
-``errors``; it knows nothing about the kernel.
+``kernel.errnos``; it knows nothing about the kernel.
 """
 
 from __future__ import annotations
@@ -26,19 +26,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kg_fuse.fs.attrs import FILE_TIMEOUT, Attributes
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.control import ScratchFiles
-from kg_fuse.fs.errors import BadHandle, IsDirectory, NoEntry, NotDirectory, NotPermitted, ReadOnly
-from kg_fuse.fs.handles import FileHandle
-from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.invalidation import Invalidation
-from kg_fuse.fs.nodes import InodeTable, Node, NodeKind, Owner
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import QueryPath, SavedQuery
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.kernel.errnos import (
+    BadHandle,
+    IsDirectory,
+    NoEntry,
+    NotDirectory,
+    NotPermitted,
+    ReadOnly,
+)
+from kg_fuse.fs.kernel.nodes import InodeTable, Node, NodeKind, Owner
+from kg_fuse.fs.queries.invalidation import Invalidation
+from kg_fuse.fs.queries.planner import Planner
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.service import QueryService
+from kg_fuse.fs.queries.store import QueryPath, SavedQuery
+from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.fs.tree.attrs import FILE_TIMEOUT, Attributes
+from kg_fuse.fs.tree.catalog import Catalog
+from kg_fuse.fs.tree.control import ScratchFiles
+from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.ingest import IngestBox
 
 log = logging.getLogger(__name__)
 

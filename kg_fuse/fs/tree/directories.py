@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from kg_fuse.fs.catalog import ontology_file_name
-from kg_fuse.fs.errors import Exists, InvalidName, NoEntry, NotPermitted
-from kg_fuse.fs.files import commit
-from kg_fuse.fs.links import link_target_ontology
-from kg_fuse.fs.meta import CONTROLS
-from kg_fuse.fs.names import META_DIR
-from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.queries import ONTOLOGY_DIR, Link, QueryPath, scope_of
-from kg_fuse.fs.tree import DOCUMENTS, INGEST, Behaviour, Entry, Tree, query_path
+from kg_fuse.fs.kernel.errnos import Exists, InvalidName, NoEntry, NotPermitted
+from kg_fuse.fs.kernel.nodes import Node, NodeKind
+from kg_fuse.fs.queries.names import META_DIR
+from kg_fuse.fs.queries.store import ONTOLOGY_DIR, Link, QueryPath, scope_of
+from kg_fuse.fs.tree.catalog import ontology_file_name
+from kg_fuse.fs.tree.files import commit
+from kg_fuse.fs.tree.links import link_target_ontology
+from kg_fuse.fs.tree.meta import CONTROLS
+from kg_fuse.fs.tree.shape import DOCUMENTS, INGEST, Behaviour, Entry, Tree, query_path
 
 log = logging.getLogger(__name__)
 

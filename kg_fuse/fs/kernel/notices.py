@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 import pyfuse3
 import trio
 
-from kg_fuse.fs.nodes import InodeTable, NodeKind
+from kg_fuse.fs.kernel.nodes import InodeTable, NodeKind
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.results import ResultSet
+    from kg_fuse.fs.queries.results import ResultSet
 
 log = logging.getLogger(__name__)
 

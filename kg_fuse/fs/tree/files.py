@@ -15,14 +15,14 @@ import time
 
 import trio
 
-from kg_fuse.fs.control import WriteSession
-from kg_fuse.fs.errors import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
-from kg_fuse.fs.handles import FileHandle
-from kg_fuse.fs.holders import still_held_by
-from kg_fuse.fs.ingest import PendingFile
-from kg_fuse.fs.meta import Control
-from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.tree import Behaviour, Caching, Tree, query_path, writing
+from kg_fuse.fs.kernel.errnos import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
+from kg_fuse.fs.kernel.nodes import Node, NodeKind
+from kg_fuse.fs.tree.control import WriteSession
+from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.holders import still_held_by
+from kg_fuse.fs.tree.ingest import PendingFile
+from kg_fuse.fs.tree.meta import Control
+from kg_fuse.fs.tree.shape import Behaviour, Caching, Tree, query_path, writing
 
 log = logging.getLogger(__name__)
 

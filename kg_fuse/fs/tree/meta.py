@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kg_fuse.fs.nodes import NodeKind
-from kg_fuse.fs.queries import QueryPath, SavedQuery
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.status import query_toml, status_file, threshold_file
-from kg_fuse.fs.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.service import QueryService
+from kg_fuse.fs.queries.store import QueryPath, SavedQuery
+from kg_fuse.fs.queries.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
+from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 from kg_fuse.limits import DEFAULT_LIMIT, MAX_LIMIT
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.tree import Tree
+    from kg_fuse.fs.tree.shape import Tree
 
 MAX_TERM_CHARS = 500  # the longest exclude/union term accepted
 MAX_TERMS = 100

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.queries.results import ResultFile, ResultSet
 from kg_fuse.fs.queries.searches import Level, QueryPlan
-from kg_fuse.fs.queries.state import Drop, QueryStates
+from kg_fuse.fs.queries.state import Drop, QueryStates, ResultFile, ResultSet
 
 
 def listing(files: int, size: int) -> ResultSet:

@@ -19,8 +19,9 @@ from kg_fuse.fs.kernel.errnos import (
     NotPermitted,
     handler,
 )
+from kg_fuse.fs.kernel.memory import TRIM_AFTER, give_memory_back
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
-from kg_fuse.fs.kernel.notices import TRIM_AFTER, KernelCache, give_memory_back
+from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.names import PATH_MAX, decode_name
 from kg_fuse.fs.tree.handles import DirHandle, HandleTable
 from kg_fuse.fs.tree.kinds import BEHAVIOURS, behaviour

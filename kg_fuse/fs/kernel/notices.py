@@ -17,8 +17,6 @@ queue them, and the background task sends them a moment later.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import logging
 from typing import TYPE_CHECKING
@@ -29,11 +27,10 @@ import trio
 from kg_fuse.fs.kernel.nodes import InodeTable, NodeKind
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.queries.results import ResultSet
+    from kg_fuse.fs.queries.state import ResultSet
 
 log = logging.getLogger(__name__)
 
-TRIM_AFTER = 5000  # inodes forgotten between two heap trims
 FLUSH_WAIT = 5.0  # seconds a handler waits for the kernel to take its notifications
 
 
@@ -138,20 +135,3 @@ class ListingNotices:
             for name in result_set.files:
                 self._kernel.forget_name(directory.inode, name)
         self._kernel.flush_soon()
-
-
-def _libc_trim() -> object:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-_MALLOC_TRIM = _libc_trim()
-
-
-def give_memory_back() -> None:
-    """Return freed heap pages to the system (glibc keeps them otherwise): called when
-    the kernel forgot many inodes, so the daemon's memory shrinks with the table."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)  # type: ignore[operator]

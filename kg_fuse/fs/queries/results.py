@@ -18,52 +18,19 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.client.models import SearchResponse
 from kg_fuse.client.retry import Backoff, RetryPolicy
-from kg_fuse.fs.queries.cut import Cut
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.render import concept_markdown
-from kg_fuse.fs.queries.searches import LevelCount, QueryPlan, execute
-from kg_fuse.fs.queries.state import Failure, QueryState, QueryStates
+from kg_fuse.fs.queries.searches import QueryPlan, execute
+from kg_fuse.fs.queries.state import Failure, QueryState, QueryStates, ResultFile, ResultSet
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ResultFile:
-    name: str
-    concept_id: str
-    score: float
-    body: bytes
-    mtime_ns: int
-
-
-@dataclass
-class ResultSet:
-    """One fetched listing of a query: files in rank order, plus the server's hints."""
-
-    plan: QueryPlan
-    response: SearchResponse
-    fetched_at: float
-    fetched_wall: float
-    files: dict[str, ResultFile] = field(default_factory=dict)
-    by_concept: dict[str, ResultFile] = field(default_factory=dict)
-    stale: bool = False
-    levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
-    cut: Cut | None = None  # where the ranking was cut, and why
-
-    def add(self, result: ResultFile) -> None:
-        self.files[result.name] = result
-        self.by_concept[result.concept_id] = result
-        self.nbytes += len(result.body) + 2 * len(result.name) + 200
-
-    nbytes: int = 0
 
 
 # Called with (query key, the previous set or None, the new set) after each refresh.

@@ -20,8 +20,8 @@ from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.names import parse_query_dir_name
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
-from kg_fuse.fs.queries.results import ResultCache, ResultSet
-from kg_fuse.fs.queries.state import Drop, QueryStates
+from kg_fuse.fs.queries.results import ResultCache
+from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
 from kg_fuse.fs.queries.store import Link, QueryPath, SavedQuery
 from kg_fuse.fs.queries.threshold import Threshold
 

@@ -32,15 +32,16 @@ from typing import TYPE_CHECKING
 import trio
 from cachetools import LRUCache
 
+from kg_fuse.client.models import SearchResponse
 from kg_fuse.client.retry import Backoff
+from kg_fuse.fs.kernel.memory import give_memory_back
 from kg_fuse.fs.kernel.nodes import NodeKind
-from kg_fuse.fs.kernel.notices import give_memory_back
+from kg_fuse.fs.queries.cut import Cut
 from kg_fuse.fs.queries.names import NameRegistry
+from kg_fuse.fs.queries.searches import LevelCount, QueryPlan
 
 if TYPE_CHECKING:
     from kg_fuse.client import errors
-    from kg_fuse.fs.queries.results import ResultSet
-    from kg_fuse.fs.queries.searches import QueryPlan
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,38 @@ class Drop(enum.Enum):
     REMOVED = "removed"
     FORGOTTEN = "forgotten by the kernel"
     BUDGET = "byte budget"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFile:
+    name: str
+    concept_id: str
+    score: float
+    body: bytes
+    mtime_ns: int
+
+
+@dataclass
+class ResultSet:
+    """One fetched listing of a query: files in rank order, plus the server's hints."""
+
+    plan: QueryPlan
+    response: SearchResponse
+    fetched_at: float
+    fetched_wall: float
+    files: dict[str, ResultFile] = field(default_factory=dict)
+    by_concept: dict[str, ResultFile] = field(default_factory=dict)
+    stale: bool = False
+    levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
+    cut: Cut | None = None  # where the ranking was cut, and why
+
+    def add(self, result: ResultFile) -> None:
+        self.files[result.name] = result
+        self.by_concept[result.concept_id] = result
+        self.nbytes += len(result.body) + 2 * len(result.name) + 200
+
+    nbytes: int = 0
+
 
 
 @dataclass(frozen=True)

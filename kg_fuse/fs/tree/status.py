@@ -30,8 +30,8 @@ from kg_fuse.fs.queries.threshold import (
 from kg_fuse.limits import MAX_LIMIT
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.queries.results import ResultSet
     from kg_fuse.fs.queries.searches import LevelCount
+    from kg_fuse.fs.queries.state import ResultSet
 
 
 def format_threshold(value: float) -> str:

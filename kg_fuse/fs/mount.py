@@ -20,6 +20,7 @@ from kg_fuse.client.credentials import Connection
 from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.kernel.nodes import InodeTable
 from kg_fuse.fs.kernel.notices import KernelCache, ListingNotices
+from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
@@ -30,7 +31,6 @@ from kg_fuse.fs.queries.state import QueryStates
 from kg_fuse.fs.queries.store import QueryStore, StoreState
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.attrs import Attributes
-from kg_fuse.fs.tree.catalog import Catalog
 from kg_fuse.fs.tree.control import ScratchFiles
 from kg_fuse.fs.tree.ingest import IngestBox
 from kg_fuse.fs.tree.shape import Tree

@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from kg_fuse.fs.queries.names import InvalidName, parse_query_dir_name
+from kg_fuse.fs.kernel.names import InvalidName, parse_query_dir_name
 from kg_fuse.fs.queries.store import SavedQuery, _query_from_toml, _query_to_toml
 from kg_fuse.fs.queries.threshold import (
     InvalidThreshold,

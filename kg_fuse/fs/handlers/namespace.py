@@ -20,9 +20,9 @@ from kg_fuse.fs.kernel.errnos import (
     handler,
 )
 from kg_fuse.fs.kernel.memory import TRIM_AFTER, give_memory_back
+from kg_fuse.fs.kernel.names import PATH_MAX, decode_name
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.kernel.notices import KernelCache
-from kg_fuse.fs.queries.names import PATH_MAX, decode_name
 from kg_fuse.fs.tree.handles import DirHandle, HandleTable
 from kg_fuse.fs.tree.kinds import BEHAVIOURS, behaviour
 from kg_fuse.fs.tree.shape import Behaviour, Entry, Tree

@@ -20,7 +20,7 @@ from kg_fuse.fs.kernel.errnos import (
     ReadOnly,
     handler,
 )
-from kg_fuse.fs.queries.names import decode_name
+from kg_fuse.fs.kernel.names import decode_name
 from kg_fuse.fs.tree.handles import FileHandle
 from kg_fuse.fs.tree.kinds import behaviour
 from kg_fuse.fs.tree.shape import Behaviour, Caching, writing

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import logging
 
+from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.state import QueryStates
-from kg_fuse.fs.tree.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from cachetools import LRUCache
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.client.retry import Backoff
 from kg_fuse.fs.kernel.memory import give_memory_back
+from kg_fuse.fs.kernel.names import NameRegistry
 from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.cut import Cut
-from kg_fuse.fs.queries.names import NameRegistry
 from kg_fuse.fs.queries.searches import LevelCount, QueryPlan
 
 if TYPE_CHECKING:

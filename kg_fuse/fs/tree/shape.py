@@ -35,6 +35,7 @@ from kg_fuse.fs.kernel.errnos import (
     ReadOnly,
 )
 from kg_fuse.fs.kernel.nodes import InodeTable, Node, NodeKind, Owner
+from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
@@ -42,7 +43,6 @@ from kg_fuse.fs.queries.service import QueryService
 from kg_fuse.fs.queries.store import QueryPath, SavedQuery
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.attrs import FILE_TIMEOUT, Attributes
-from kg_fuse.fs.tree.catalog import Catalog
 from kg_fuse.fs.tree.control import ScratchFiles
 from kg_fuse.fs.tree.handles import FileHandle
 from kg_fuse.fs.tree.ingest import IngestBox

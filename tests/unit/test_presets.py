@@ -7,8 +7,13 @@ import tomllib
 
 import pytest
 
-from kg_fuse.fs.kernel.names import InvalidName, parse_query_dir_name
-from kg_fuse.fs.queries.store import SavedQuery, _query_from_toml, _query_to_toml
+from kg_fuse.fs.kernel.errnos import InvalidName
+from kg_fuse.fs.queries.store import (
+    SavedQuery,
+    _query_from_toml,
+    _query_to_toml,
+    parse_query_dir_name,
+)
 from kg_fuse.fs.queries.threshold import (
     InvalidThreshold,
     ThresholdSource,

@@ -15,14 +15,13 @@ import logging
 from dataclasses import replace
 
 from kg_fuse.client import errors
-from kg_fuse.fs.kernel.names import parse_query_dir_name
 from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
 from kg_fuse.fs.queries.results import ResultCache
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
-from kg_fuse.fs.queries.store import Link, QueryPath, SavedQuery
+from kg_fuse.fs.queries.store import Link, QueryPath, SavedQuery, parse_query_dir_name
 from kg_fuse.fs.queries.threshold import Threshold
 
 log = logging.getLogger(__name__)

@@ -123,7 +123,7 @@ async def test_identical_concurrent_listings_search_once(core: Core) -> None:
     core.client._http._transport = counting  # noqa: SLF001 - count what the mount sends
     query = await core.service.create(("zip archives",))
     before = counting.count("POST /query/search")
-    core.tree.invalidation.content_changed()  # the next listing must be fetched again
+    core.service.content_changed()  # the next listing must be fetched again
     listings = []
 
     async def list_once() -> None:
@@ -140,9 +140,9 @@ async def test_a_new_threshold_refetches_and_the_service_saves_it(core: Core) ->
     query = await core.service.create((RELEVANT,))
     wide = await core.service.results(query)
     await core.service.set_threshold((RELEVANT,), 0.9)
-    narrow = await core.service.results(core.tree.registry.get((RELEVANT,)))
+    narrow = await core.service.results(core.service.get((RELEVANT,)))
     assert set(narrow.files) < set(wide.files)
-    await core.tree.registry.save_if_dirty()
+    await core.service.save_if_dirty()
     assert "0.9" in (core.state_dir / "queries.toml").read_text()
 
 
@@ -151,16 +151,16 @@ async def test_poll_notices_new_server_content_and_drops_listings(core: Core) ->
     query = await core.service.create((RELEVANT,))
     await core.service.results(query)
     assert core.service.listing(query.key) is not None
-    assert await core.tree.watcher.poll() is False  # the first look only learns the epoch
-    assert await core.tree.watcher.poll() is False  # nothing changed since
+    assert (await core.service.poll()) is False  # the first look only learns the epoch
+    assert (await core.service.poll()) is False  # nothing changed since
     epoch = (await core.client.epoch()).epoch
     async with core.server.http("admin") as http:
         assert (await http.post("/ontology/", json={"name": "Poll probe"})).status_code == 201
     assert (await core.client.epoch()).epoch > epoch
-    assert await core.tree.watcher.poll() is True
+    assert (await core.service.poll()) is True
     assert core.service.ttl(query.key) == 0  # the next ls fetches the listing again
     before = (await core.client.epoch()).epoch
-    await core.service.results(core.tree.registry.get((RELEVANT,)))
+    await core.service.results(core.service.get((RELEVANT,)))
     assert core.service.ttl(query.key) > 0 and (await core.client.epoch()).epoch == before
 
 
@@ -232,7 +232,7 @@ async def test_refetched_results_keep_inode_mtime_and_bytes(core: Core) -> None:
     name = sorted(n for n in await core.fs.listdir(RELEVANT) if n.endswith(".concept.md"))[0]
     first = await core.fs.stat(f"{RELEVANT}/{name}")
     body = await core.fs.read(f"{RELEVANT}/{name}")
-    core.tree.invalidation.content_changed()
+    core.service.content_changed()
     await core.fs.listdir(RELEVANT)
     second = await core.fs.stat(f"{RELEVANT}/{name}")
     assert (second.st_ino, second.st_mtime_ns, second.st_size) == (

@@ -17,8 +17,7 @@ import copy
 import logging
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import trio
 
@@ -27,23 +26,37 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.retry import Backoff, RetryPolicy
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.render import concept_markdown
-from kg_fuse.fs.queries.searches import QueryPlan, execute
-from kg_fuse.fs.queries.state import Failure, QueryState, QueryStates, ResultFile, ResultSet
+from kg_fuse.fs.queries.searches import PlanOutcome, QueryPlan, execute
+from kg_fuse.fs.queries.state import (
+    Dropped,
+    Failure,
+    QueryState,
+    QueryStates,
+    ResultFile,
+    ResultSet,
+)
 
 log = logging.getLogger(__name__)
 
 
-# Called with (query key, the previous set or None, the new set) after each refresh.
-RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
-# Called with the server default reported by an inheriting search (None if none ran)
-# and the intensity presets any search published (None if none did).
-DefaultListener = Callable[["float | None", "dict[str, float] | None"], None]
+@dataclass(frozen=True)
+class Fetched:
+    """What one ``get`` learned, for its caller to act on (nothing here acts on it):
+    the listing and, when this call fetched it, the one it replaced, those the byte
+    budget dropped to make room, and the default and presets the server reported (an
+    inheriting search reports the default; any search may publish the presets)."""
+
+    listing: ResultSet
+    fetched: bool = False
+    previous: ResultSet | None = None
+    dropped: Dropped = field(default_factory=list)
+    default_seen: float | None = None
+    presets_seen: dict[str, float] | None = None
 
 
 class ResultCache:
     """Fetches listings into the queries' states (``QueryStates``, which owns and drops
-    them); every default a fetch reports goes to ``default`` (the watcher's
-    ``observe``)."""
+    them), and hands back what each fetch learned."""
 
     def __init__(
         self,
@@ -51,8 +64,6 @@ class ResultCache:
         max_age: float,
         states: QueryStates,
         details: ConceptDetails,
-        default: DefaultListener,
-        on_refresh: RefreshListener | None = None,
         retry_after: float = 5.0,
     ) -> None:
         self._client = client
@@ -60,8 +71,6 @@ class ResultCache:
         # after a stalled fetch the same listing waits ``retry_after`` (fixed, no jitter:
         # a burst of stats costs one deadline, and the next poll's answer ends the wait)
         self.retries = RetryPolicy.fixed(retry_after)
-        self.on_refresh = on_refresh
-        self._default = default
         self.states = states
         self.details = details
 
@@ -108,30 +117,30 @@ class ResultCache:
         current.stale = True
         return current
 
-    async def get(self, key: str, plan: QueryPlan) -> ResultSet:
+    async def get(self, key: str, plan: QueryPlan) -> Fetched:
         """The query's results, fetched if stale. Identical concurrent requests share one
         fetch, and its failure: callers queued behind a failed fetch get its outcome at
         once, and after a timeout, while its backoff runs (``retry_after`` seconds, or
         until the server is back), nobody waits on another deadline. Fast failures are
-        simply retried."""
+        simply retried. Only the caller whose fetch ran gets what it learned."""
         state = self.states.get(key)
         current = self.states.listing(key)
         if self._usable(current, plan):
-            return current  # type: ignore[return-value]
+            return Fetched(current)  # type: ignore[arg-type]
         now = trio.current_time()
         if state.retries is not None and state.retries.waiting:
             error = self._recent_failure(state, plan, float("-inf"))
             if error is not None:
-                return self._fallback(state, plan, error)
+                return Fetched(self._fallback(state, plan, error))
         async with state.lock:
             current = state.listing
             if self._usable(current, plan):
-                return current  # type: ignore[return-value]
+                return Fetched(current)  # type: ignore[arg-type]
             error = self._recent_failure(state, plan, now)
             if error is not None:
-                return self._fallback(state, plan, error)
+                return Fetched(self._fallback(state, plan, error))
             try:
-                fresh = await self._fetch(state, plan)
+                fresh, outcome = await self._fetch(state, plan)
             except errors.KgError as exc:
                 if current is not None and current.plan == plan:
                     log.warning("serving stale results for %r: %s", key, exc)
@@ -141,18 +150,18 @@ class ResultCache:
                     state.retries.failed()
                 else:  # the server answered: the next caller may try at once
                     state.retries = None
-                return self._fallback(state, plan, exc)
+                return Fetched(self._fallback(state, plan, exc))
             state.failure = state.retries = None
-            if self.states.find(key) is state:  # not removed while we were fetching
-                self.states.store(state, fresh)
-                if self.on_refresh is not None:
-                    self.on_refresh(key, current, fresh)
-            return fresh
+            if self.states.find(key) is not state:  # removed while we were fetching
+                return Fetched(fresh, default_seen=outcome.default_seen,
+                               presets_seen=outcome.presets_seen)
+            dropped = self.states.store(state, fresh)
+            return Fetched(fresh, True, current, dropped, outcome.default_seen,
+                           outcome.presets_seen)
 
-    async def _fetch(self, state: QueryState, plan: QueryPlan) -> ResultSet:
+    async def _fetch(self, state: QueryState, plan: QueryPlan
+                     ) -> tuple[ResultSet, PlanOutcome]:
         outcome = await execute(self._client, plan)
-        if outcome.default_seen is not None or outcome.presets_seen is not None:
-            self._default(outcome.default_seen, outcome.presets_seen)
         details = await self.details.fetch([hit.concept_id for hit in outcome.hits])
         names = state.names
         # the hints only: the hits are in the files already (and a page of hits with
@@ -171,4 +180,4 @@ class ResultCache:
             mtime = state.mtime_for(concept_id, body, now_ns)
             result_set.add(ResultFile(name, concept_id, hit.score, body, mtime))
         log.debug("fetched %d results for %r", len(result_set.files), state.key)
-        return result_set
+        return result_set, outcome

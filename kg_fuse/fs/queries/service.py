@@ -1,12 +1,17 @@
-"""Saved queries as the tree uses them: create, remove, change settings, list results.
+"""Saved queries as the tree uses them: create, remove, change settings, list results,
+and the server's default and health as the mount knows them.
 
-The domain layer under the FUSE operations: it knows nothing about inodes or errnos (its
-errors are typed: see ``kernel.errnos``). It coordinates the parts that ``mount.assemble``
-wires: the registry (which queries exist, persisted), the planner (thresholds, plans,
-the creation probe), the listings (``ResultCache`` over the queries' states) and the
-invalidation (what a change drops). Everything the mount holds per query lives in one
-``QueryState`` each, dropped in one place (``QueryStates.drop``: on ``rmdir``, when the
-kernel forgets the query's directory, and past the listings' byte budget).
+The one way into the query layer (the façade): the tree's behaviours and the mount's
+poller ask here, never the parts behind it. It coordinates the parts that
+``mount.assemble`` makes: the registry (which queries exist, persisted), the planner
+(thresholds, plans, the creation probe), the listings (``ResultCache`` over the queries'
+states), the watcher (the server's epoch and default) and the invalidation (what a
+change drops, and what the kernel is told). Data flows one way: a fetch or a look at
+the server returns what it learned, and this service hands each change to the
+invalidation, after the fetch let go of the query's lock. Everything the mount holds per
+query lives in one ``QueryState`` each, dropped in one place (``QueryStates.drop``: on
+``rmdir``, when the kernel forgets the query's directory, and past the listings' byte
+budget). Its errors are typed (see ``kernel.errnos``).
 """
 
 from __future__ import annotations
@@ -19,28 +24,61 @@ from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
-from kg_fuse.fs.queries.results import ResultCache
+from kg_fuse.fs.queries.results import Fetched, ResultCache
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
 from kg_fuse.fs.queries.store import Link, QueryPath, SavedQuery, parse_query_dir_name
-from kg_fuse.fs.queries.threshold import Threshold
+from kg_fuse.fs.queries.threshold import Threshold, ThresholdExplanation
+from kg_fuse.fs.queries.watcher import Polled, ServerWatcher
 
 log = logging.getLogger(__name__)
 
 
 class QueryService:
     def __init__(self, registry: QueryRegistry, planner: Planner, listings: ResultCache,
-                 invalidation: Invalidation) -> None:
-        self.registry = registry
-        self.planner = planner
+                 watcher: ServerWatcher, invalidation: Invalidation) -> None:
+        self._registry = registry
+        self._planner = planner
         self._listings = listings
         self._states: QueryStates = listings.states
+        self._watcher = watcher
         self._invalidation = invalidation
+
+    # -- the saved queries ----------------------------------------------------------------
+
+    def find(self, path: QueryPath) -> SavedQuery | None:
+        return self._registry.find(path)
+
+    def get(self, path: QueryPath) -> SavedQuery:
+        """The saved query at ``path`` (``QueryNotFound`` if there is none)."""
+        return self._registry.get(path)
+
+    def children(self, parent: QueryPath) -> list[SavedQuery]:
+        return self._registry.children(parent)
+
+    def explain(self, query: SavedQuery) -> ThresholdExplanation:
+        """Every threshold that filters the query's listing, and where each comes from."""
+        return self._planner.explain(query)
+
+    async def save_if_dirty(self) -> None:
+        """Persist what changed since the last save (the learned default, say)."""
+        await self._registry.save_if_dirty()
 
     # -- listings -------------------------------------------------------------------------
 
     async def results(self, query: SavedQuery) -> ResultSet:
         """The query's listing, fetched if stale (raises KgError without a fallback)."""
-        return await self._listings.get(query.key, self.planner.plan(query))
+        fetched = await self._listings.get(query.key, self._planner.plan(query))
+        self._learned(query.key, fetched)
+        return fetched.listing
+
+    def _learned(self, key: str, fetched: Fetched) -> None:
+        """What a fetch learned, handed on (the fetch has let go of the query's lock)."""
+        if fetched.fetched:
+            self._invalidation.refreshed(key, fetched.previous, fetched.listing)
+        self._invalidation.forget(fetched.dropped)
+        if ((fetched.default_seen is not None or fetched.presets_seen is not None)
+                and self._watcher.observe(fetched.default_seen, fetched.presets_seen)):
+            self._default_changed(fetched=key)
 
     async def refresh_status(self, query: SavedQuery) -> None:
         """Before ``.meta/status`` is shown: try to fetch the listing it describes, and
@@ -83,7 +121,7 @@ class QueryService:
 
     def touch(self, key: str, mtime_ns: int, part: NodeKind | None = None) -> bool:
         """Record a change (see ``meta_mtime_ns``); False if ``key`` is no query."""
-        if key not in self.registry:
+        if key not in self._registry:
             return False
         self._states.get(key).meta_mtimes[part] = mtime_ns
         return True
@@ -91,7 +129,7 @@ class QueryService:
     def forgotten(self, key: str) -> None:
         """The kernel forgot the query's directory (so everything below it): its listing
         is dropped (fetched again by the next ``ls``), and its memory handed back."""
-        if key in self.registry:
+        if key in self._registry:
             self._states.drop(key, Drop.FORGOTTEN)
             self._listings.drop_unused_details()
 
@@ -100,59 +138,104 @@ class QueryService:
         self._listings.drop_unused_details(expired_too=True)
         self._states.trim()
 
+    # -- the server -----------------------------------------------------------------------
+
+    async def poll(self) -> bool:
+        """One look at the server (the poller's); what changed is handed on. Returns
+        whether its content changed."""
+        return self._polled(await self._watcher.poll())
+
+    async def look(self) -> None:
+        """A look at the server now, before ``.meta/status`` is shown."""
+        self._polled(await self._watcher.look())
+
+    def _polled(self, polled: Polled) -> bool:
+        if polled.default:
+            self._default_changed()
+        if polled.back:
+            self._invalidation.server_back()
+        if polled.content:
+            self._invalidation.content_changed()
+        return polled.content
+
+    async def current_default(self) -> float | None:
+        """The server default, refreshed if older than ``--max-age`` (the last known
+        value if the server cannot be reached; None if it never was)."""
+        if await self._watcher.refresh_default():
+            self._default_changed()
+        return self._watcher.value
+
+    def server_error_since(self, fetched_at: float | None) -> str | None:
+        """Why the server could not be reached at the last look, if that look came after
+        ``fetched_at`` (see ``ServerWatcher.error_since``)."""
+        return self._watcher.error_since(fetched_at)
+
+    def content_changed(self) -> None:
+        """The server's content changed through this mount (a document deleted, a file
+        ingested): every listing and cache built from it goes stale."""
+        self._invalidation.content_changed()
+
+    def _default_changed(self, fetched: str | None = None) -> None:
+        value = self._watcher.value
+        if value is not None:
+            self._invalidation.default_changed(value, self._watcher.presets, fetched)
+
     # -- changing -------------------------------------------------------------------------
 
     async def create(self, path: QueryPath) -> SavedQuery:
         """Save a query named as typed; ``NAME@0.8`` carries an explicit threshold, which
         the creation-time probe may lower (never below the server default)."""
-        if self.registry.find(path) is not None:
+        if self._registry.find(path) is not None:
             raise QueryExists("/".join(path))
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
         if isinstance(query.threshold, float):  # presets follow the default: no probe
-            query = await self.planner.probe(query)
-        await self.registry.add(query)
+            suggestion = await self._planner.probe(query)
+            if suggestion is not None:
+                query = self._planner.adjusted(query, suggestion,
+                                               await self.current_default())
+        await self._registry.add(query)
         log.info("created query %r (threshold %s)", query.key, query.threshold)
         return query
 
     async def remove(self, path: QueryPath) -> None:
-        query = await self.registry.remove(path)
-        self._states.drop(query.key, Drop.REMOVED)
+        query = await self._registry.remove(path)
+        self._invalidation.forget(self._states.drop(query.key, Drop.REMOVED))
         self._listings.drop_unused_details()
         log.info("removed query %r", query.key)
 
     async def _update(self, query: SavedQuery, what: str) -> SavedQuery:
         """Store a changed query; its listing and its descendants' are refetched."""
-        if self.registry.replace(query):
+        if self._registry.replace(query):
             self._invalidation.settings_changed(query.key)  # before any await
-            await self.registry.save()
+            await self._registry.save()
             log.info("query %r: %s", query.key, what)
         return query
 
     async def set_threshold(self, path: QueryPath, threshold: Threshold) -> SavedQuery:
         """A user-written threshold (None = inherit); never auto-adjusted."""
-        query = self.registry.get(path).with_threshold(threshold)
+        query = self._registry.get(path).with_threshold(threshold)
         return await self._update(query, f"threshold set to {threshold}")
 
     async def set_limit(self, path: QueryPath, limit: int | None) -> SavedQuery:
-        query = replace(self.registry.get(path), limit=limit)
+        query = replace(self._registry.get(path), limit=limit)
         return await self._update(query, f"limit {limit}")
 
     async def set_terms(self, path: QueryPath, kind: str, terms: tuple[str, ...]
                         ) -> SavedQuery:
         """``kind`` is ``exclude`` or ``union``."""
-        query = replace(self.registry.get(path), **{kind: terms})
+        query = replace(self._registry.get(path), **{kind: terms})
         return await self._update(query, f"{kind} set to {list(terms)}")
 
     async def add_link(self, path: QueryPath, link: Link) -> SavedQuery:
-        query = self.registry.get(path)
+        query = self._registry.get(path)
         if any(existing.name == link.name for existing in query.links):
             raise QueryExists(f"{query.key}/{link.name}")
         links = (*query.links, link)
         return await self._update(replace(query, links=links), f"linked {link.ontology!r}")
 
     async def remove_link(self, path: QueryPath, name: str) -> SavedQuery:
-        query = self.registry.get(path)
+        query = self._registry.get(path)
         links = tuple(k for k in query.links if k.name != name)
         if len(links) == len(query.links):
             raise QueryNotFound(f"{query.key}/{name}")

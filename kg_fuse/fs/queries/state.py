@@ -131,8 +131,9 @@ class QueryState:
         self.fetch_error = None
 
 
-# Called with a listing that is no longer current or kept (its names may have changed).
-StaleListener = Callable[[str, "ResultSet"], None]
+# Listings that are no longer current or kept, by query key: whoever caused it tells the
+# invalidation, which has the kernel forget their names.
+Dropped = list[tuple[str, "ResultSet"]]
 
 
 class _Budget(LRUCache):
@@ -151,11 +152,10 @@ class _Budget(LRUCache):
 class QueryStates:
     """The states of all queries in use, and the one place they are dropped."""
 
-    def __init__(self, budget: int = SETS_BUDGET, on_stale: StaleListener | None = None
-                 ) -> None:
+    def __init__(self, budget: int = SETS_BUDGET) -> None:
         self._states: dict[str, QueryState] = {}
         self._budget = _Budget(budget, self._over_budget)
-        self.on_stale = on_stale
+        self._evicted: Dropped = []  # by the budget, during the ``store`` under way
         self._dropped_bytes = 0
 
     def __len__(self) -> int:
@@ -185,39 +185,47 @@ class QueryStates:
         return [(key, state.listing) for key, state in list(self._states.items())
                 if state.listing is not None]
 
-    def expire(self, keys: Iterable[str]) -> None:
+    def expire(self, keys: Iterable[str]) -> Dropped:
         """The next fetch of each listing goes to the server (the listing stays, as a
-        stale fallback); the kernel is told to forget its names."""
+        stale fallback). Returns the listings expired now (the kernel must forget their
+        names)."""
+        expired: Dropped = []
         for key in keys:
             state = self._states.get(key)
             listing = state.listing if state is not None else None
             if listing is None or listing.fetched_at == float("-inf"):
                 continue
             listing.fetched_at = float("-inf")
-            if self.on_stale is not None:
-                self.on_stale(key, listing)
+            expired.append((key, listing))
+        return expired
 
     def server_back(self) -> None:
         """The server answered again: failed listings may be fetched at once."""
         for state in self._states.values():
             state.failure = state.retries = None
 
-    def store(self, state: QueryState, listing: ResultSet) -> None:
+    def store(self, state: QueryState, listing: ResultSet) -> Dropped:
+        """Hold the listing; returns those the byte budget dropped to make room (never
+        this one: it is the newest)."""
         state.listing = listing
-        self._budget[state.key] = listing  # may drop others (never this one: it is newest)
+        self._budget[state.key] = listing
+        evicted, self._evicted = self._evicted, []
+        return evicted
 
     @property
     def nbytes(self) -> int:
         return int(self._budget.currsize)
 
     def _over_budget(self, key: str) -> None:
-        self.drop(key, Drop.BUDGET, from_budget=True)
+        self._evicted.extend(self.drop(key, Drop.BUDGET, from_budget=True))
 
-    def drop(self, key: str, why: Drop, from_budget: bool = False) -> None:
-        """The one eviction (see the module's docstring for what each reason drops)."""
+    def drop(self, key: str, why: Drop, from_budget: bool = False) -> Dropped:
+        """The one eviction (see the module's docstring for what each reason drops).
+        Returns the listing dropped, if the kernel must forget its names (after
+        ``FORGOTTEN`` it holds none of them)."""
         state = self._states.get(key)
         if state is None:
-            return
+            return []
         listing = state.listing
         if not from_budget:
             self._budget.pop(key, None)
@@ -228,11 +236,11 @@ class QueryStates:
         else:
             del self._states[key]
             self.dropped(RESULT_OVERHEAD * len(state.mtimes))  # its names and mtimes
-        if listing is not None:
-            log.debug("listing of %r dropped (%s)", key, why.value)
-            if why is not Drop.FORGOTTEN and self.on_stale is not None:
-                self.on_stale(key, listing)  # the kernel forgets its names
-            self.dropped(listing.nbytes)
+        if listing is None:
+            return []
+        log.debug("listing of %r dropped (%s)", key, why.value)
+        self.dropped(listing.nbytes)
+        return [] if why is Drop.FORGOTTEN else [(key, listing)]
 
     def dropped(self, nbytes: int) -> None:
         """``nbytes`` were freed (here or in a cache beside the states): trim past a few MiB."""

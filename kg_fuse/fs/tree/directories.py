@@ -56,7 +56,7 @@ class Root(QueryHolder):
         # a path walk's first step: no listing built
         if name == ONTOLOGY_DIR:
             return tree.inodes.ensure(NodeKind.ONTOLOGY_ROOT)
-        top = tree.registry.find((name,))
+        top = tree.service.find((name,))
         if top is None:
             raise NoEntry(name)
         return tree.inodes.ensure(NodeKind.QUERY_DIR, top.key)
@@ -159,7 +159,7 @@ class QueryDir(QueryHolder):
         query = tree.query(node)
         if name == META_DIR:
             return tree.inodes.ensure(NodeKind.META_DIR, node.owner)
-        nested = tree.registry.find((*query.path, name))
+        nested = tree.service.find((*query.path, name))
         if nested is not None:
             return tree.inodes.ensure(NodeKind.QUERY_DIR, nested.key)
         if any(k.name == name for k in query.links):

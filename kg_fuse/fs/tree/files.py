@@ -36,7 +36,7 @@ async def commit(tree: Tree, control: Control, node: Node, value: object) -> Non
     no mtime: vim's "changed since reading" check compares mtimes)."""
     assert control.commit is not None and control.current is not None
     path = query_path(node.owner)  # a node in the query's .meta
-    if control.current(tree.registry.get(path)) == value:
+    if control.current(tree.service.get(path)) == value:
         return
     tree.touch(node)
     tree.touch(node, control.kind)
@@ -79,12 +79,12 @@ class ControlFile(Behaviour):
         this read (the deadlines run side by side)."""
         query = tree.query(node)
         if node.kind is not NodeKind.STATUS_FILE:
-            await tree.watcher.current_default()
+            await tree.service.current_default()
             return
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(tree.watcher.current_default)
+            nursery.start_soon(tree.service.current_default)
             nursery.start_soon(tree.service.refresh_status, query)
-            nursery.start_soon(tree.watcher.look)
+            nursery.start_soon(tree.service.look)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
         return False  # generated: ``rm -r QUERY`` removes the query quietly
@@ -270,7 +270,7 @@ class DocumentFile(Behaviour):
         if not tree.allow_document_delete:
             raise NotPermitted("deleting a document needs --allow-document-delete")
         await tree.catalog.delete_document(node.name)
-        tree.invalidation.content_changed()
+        tree.service.content_changed()
         return True
 
 

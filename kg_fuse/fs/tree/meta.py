@@ -123,18 +123,18 @@ class Control:
 
 
 def _threshold(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
-    return threshold_file(query, tree.planner.explain(query))
+    return threshold_file(query, tree.service.explain(query))
 
 
 def _toml(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
-    return query_toml(query, tree.planner.explain(query))
+    return query_toml(query, tree.service.explain(query))
 
 
 def _status(tree: Tree, query: SavedQuery, problem: str | None) -> bytes:
     listing = tree.service.listing(query.key)
     fetched_at = listing.fetched_at if listing is not None else None
-    return status_file(query, tree.planner.explain(query), listing,
-                       problem or tree.watcher.error_since(fetched_at))
+    return status_file(query, tree.service.explain(query), listing,
+                       problem or tree.service.server_error_since(fetched_at))
 
 
 CONTROLS: dict[str, Control] = {

@@ -22,7 +22,6 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -35,13 +34,10 @@ from kg_fuse.fs.kernel.errnos import (
     ReadOnly,
 )
 from kg_fuse.fs.kernel.nodes import InodeTable, Node, NodeKind, Owner
+from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.catalog import Catalog
-from kg_fuse.fs.queries.invalidation import Invalidation
-from kg_fuse.fs.queries.planner import Planner
-from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.service import QueryService
 from kg_fuse.fs.queries.store import QueryPath, SavedQuery
-from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.attrs import FILE_TIMEOUT, Attributes
 from kg_fuse.fs.tree.control import ScratchFiles
 from kg_fuse.fs.tree.handles import FileHandle
@@ -71,42 +67,38 @@ def writing(flags: int) -> bool:
     return (flags & os.O_ACCMODE) != os.O_RDONLY
 
 
-async def _settled() -> None:
-    pass
-
-
 @dataclass
 class Tree:
-    """The domain parts of one mount, which every behaviour works with (made and wired
-    by ``mount.assemble``)."""
+    """The domain parts of one mount, which every behaviour works with (made by
+    ``mount.assemble``). Saved queries, their listings and the server's default are
+    reached through ``service`` alone."""
 
     service: QueryService
-    registry: QueryRegistry
-    planner: Planner
-    watcher: ServerWatcher
-    invalidation: Invalidation
     catalog: Catalog
     ingest: IngestBox
     inodes: InodeTable
+    kernel: KernelCache
     scratch: ScratchFiles
     attrs: Attributes
     mountpoint: str = ""
     allow_ontology_delete: bool = False
     allow_document_delete: bool = False
-    # after a committed change: wait until the kernel dropped what it cached (set by the
-    # operations; names that left a listing stop resolving before a write returns)
-    settle: Callable[[], Awaitable[None]] = _settled
+
+    async def settle(self) -> None:
+        """After a committed change: wait until the kernel dropped what it cached (names
+        that left a listing stop resolving before a write returns)."""
+        await self.kernel.flush()
 
     def query(self, node: Node) -> SavedQuery:
         """The saved query a node belongs to (NoEntry once it was removed)."""
-        return self.registry.get(query_path(node.owner))
+        return self.service.get(query_path(node.owner))
 
     async def ontology_exists(self, name: str) -> bool:
         return await self.catalog.ontology(name) is not None
 
     def queries(self, parent: QueryPath) -> list[Entry]:
         return [Entry(q.name, NodeKind.QUERY_DIR, q.key)
-                for q in self.registry.children(parent)]
+                for q in self.service.children(parent)]
 
     def touch(self, node: Node, part: NodeKind | None = None) -> None:
         """The directory ``node`` (or, with ``part``, one of its query's control files'

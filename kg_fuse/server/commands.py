@@ -417,10 +417,16 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m kg_fuse.server.commands``)."""
-    from kg_fuse.cli import main as cli_main
+    """Stand-alone entry point (``python -m kg_fuse.server.commands``): the server's
+    commands alone, read and ended as ``kg-fuse`` does."""
+    from kg_fuse.console import Parser, run
 
-    return cli_main(argv)
+    def build_parser() -> Parser:
+        parser = Parser(prog="kg-fuse")
+        register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+        return parser
+
+    return run(build_parser, argv)
 
 
 if __name__ == "__main__":

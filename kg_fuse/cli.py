@@ -1,6 +1,6 @@
 """The ``kg-fuse`` command: the filesystem's commands plus the server's.
 
-Every failure leaves as one line on stderr and an exit code from :mod:`kg_fuse.errors`
+Every failure leaves as one line on stderr and an exit code from :mod:`kg_fuse.exits`
 (see :mod:`kg_fuse.console`); no input produces a traceback.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kg_fuse import errors
+from kg_fuse import exits
 from kg_fuse.console import Parser, VersionAction, run
 
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "mkdir a query, ls its results.\n\n"
                     "Quick start:  kg-fuse server start && kg-fuse mount ~/kg\n"
                     "Stop:         kg-fuse unmount ~/kg && kg-fuse server stop",
-        epilog=errors.EXIT_CODES_HELP + ".  'kg-fuse COMMAND --help' explains each command.")
+        epilog=exits.EXIT_CODES_HELP + ".  'kg-fuse COMMAND --help' explains each command.")
     parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        title="commands")

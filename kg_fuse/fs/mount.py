@@ -22,13 +22,13 @@ from kg_fuse.fs.kernel.nodes import InodeTable
 from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.details import ConceptDetails
+from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.results import ResultCache
-from kg_fuse.fs.queries.service import QueryService
+from kg_fuse.fs.queries.saved import QueryStore, StoreState
 from kg_fuse.fs.queries.state import QueryStates
-from kg_fuse.fs.queries.store import QueryStore, StoreState
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.attrs import Attributes
 from kg_fuse.fs.tree.control import ScratchFiles

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries.store import QueryStore
+from kg_fuse.fs.queries.saved import QueryStore
 from tests.helpers.core import Core, mount_options
 from tests.helpers.driver import CTX, FsDriver
 

@@ -16,7 +16,7 @@ from kg_fuse.client.credentials import Connection, Credentials
 from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.mount import MountOptions
 from kg_fuse.fs.queries.catalog import Catalog
-from kg_fuse.fs.queries.service import QueryService
+from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.fs.tree.ingest import IngestBox
 from kg_fuse.fs.tree.shape import Tree
 from kg_fuse.server.service import KnowledgeGraph

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kg_fuse.fs.queries.store import SavedQuery
+from kg_fuse.fs.queries.saved import SavedQuery
 from kg_fuse.fs.queries.threshold import DefaultOrigin, ThresholdExplanation, explain_thresholds
 
 

@@ -17,7 +17,7 @@ from kg_fuse.fs.kernel.names import (
     result_file_name,
 )
 from kg_fuse.fs.queries.catalog import document_file_name, ontology_file_name
-from kg_fuse.fs.queries.store import QueryDirName, parse_query_dir_name
+from kg_fuse.fs.queries.saved import QueryDirName, parse_query_dir_name
 
 C1_CONTROLS = "".join(chr(c) for c in range(0x80, 0xA0))
 # Arbitrary text as a JSON label can carry it, minus lone surrogates and the C1 controls,

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from kg_fuse.fs.kernel.errnos import InvalidName
-from kg_fuse.fs.queries.store import (
+from kg_fuse.fs.queries.saved import (
     SavedQuery,
     _query_from_toml,
     _query_to_toml,
@@ -150,7 +150,7 @@ async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
 
 
 def test_the_presets_seen_persist_with_the_default() -> None:
-    from kg_fuse.fs.queries.store import StoreState, dumps_state, loads_state
+    from kg_fuse.fs.queries.saved import StoreState, dumps_state, loads_state
 
     state = StoreState(server_default_seen=0.5,
                        server_presets_seen={"exact": 0.6, "comprehensive": 0.44})

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg_fuse.fs.queries.store import (
+from kg_fuse.fs.queries.saved import (
     QueryStore,
     SavedQuery,
     StoreCorrupt,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kg_fuse.fs.queries.store import SavedQuery
+from kg_fuse.fs.queries.saved import SavedQuery
 from kg_fuse.fs.queries.threshold import (
     AutoAdjustment,
     InvalidThreshold,

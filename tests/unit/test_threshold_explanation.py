@@ -13,9 +13,9 @@ from kg_fuse.client.models import SearchResponse
 from kg_fuse.fs.queries.cut import relevance_cut
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
 from kg_fuse.fs.queries.searches import LevelCount
 from kg_fuse.fs.queries.state import ResultSet
-from kg_fuse.fs.queries.store import QueryStore, SavedQuery, StoreState, _query_from_toml
 from kg_fuse.fs.queries.threshold import (
     PRESET_SIZES,
     AutoAdjustment,

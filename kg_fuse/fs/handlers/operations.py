@@ -1,6 +1,6 @@
 """The FUSE operations: decode names, map inodes and handles to domain objects, map
 errors to errnos (``errnos.handler``), set cache flags. What a node is and does lives in
-its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``service``. The operations
+its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``queries.facade``. The operations
 on names are in ``namespace``; these add attributes, extended attributes and files."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """File and directory names as the kernel takes them: decoded, valid, unique and stable
-(a query directory's name becomes query text in ``queries.store``)."""
+(a query directory's name becomes query text in ``queries.saved``)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.saved import QueryPath, SavedQuery, scope_of
 from kg_fuse.fs.queries.searches import Level, QueryPlan
-from kg_fuse.fs.queries.store import QueryPath, SavedQuery, scope_of
 from kg_fuse.fs.queries.threshold import (
     EffectiveThreshold,
     ThresholdExplanation,

@@ -14,7 +14,7 @@ from kg_fuse.fs.kernel.errnos import Exists, InvalidName, NoEntry, NotPermitted
 from kg_fuse.fs.kernel.names import META_DIR
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.queries.catalog import ontology_file_name
-from kg_fuse.fs.queries.store import ONTOLOGY_DIR, Link, QueryPath, scope_of
+from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, scope_of
 from kg_fuse.fs.tree.files import commit
 from kg_fuse.fs.tree.links import link_target_ontology
 from kg_fuse.fs.tree.meta import CONTROLS

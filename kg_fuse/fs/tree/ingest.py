@@ -31,7 +31,7 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.retry import Backoff, RetryPolicy
 from kg_fuse.fs.kernel.errnos import Busy, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.fs.queries.catalog import Catalog
-from kg_fuse.fs.queries.service import QueryService
+from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.limits import MAX_INGEST_BYTES
 
 log = logging.getLogger(__name__)

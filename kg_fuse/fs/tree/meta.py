@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kg_fuse.fs.kernel.nodes import NodeKind
-from kg_fuse.fs.queries.service import QueryService
-from kg_fuse.fs.queries.store import QueryPath, SavedQuery
+from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.queries.saved import QueryPath, SavedQuery
 from kg_fuse.fs.queries.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
 from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 from kg_fuse.limits import DEFAULT_LIMIT, MAX_LIMIT

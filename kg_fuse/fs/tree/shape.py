@@ -36,8 +36,8 @@ from kg_fuse.fs.kernel.errnos import (
 from kg_fuse.fs.kernel.nodes import InodeTable, Node, NodeKind, Owner
 from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.catalog import Catalog
-from kg_fuse.fs.queries.service import QueryService
-from kg_fuse.fs.queries.store import QueryPath, SavedQuery
+from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.queries.saved import QueryPath, SavedQuery
 from kg_fuse.fs.tree.attrs import FILE_TIMEOUT, Attributes
 from kg_fuse.fs.tree.control import ScratchFiles
 from kg_fuse.fs.tree.handles import FileHandle

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from kg_fuse.fs.queries.cut import CUT_GAP, Cut, CutReason
-from kg_fuse.fs.queries.store import SavedQuery, adjustment_to_toml, scope_of
+from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
 from kg_fuse.fs.queries.threshold import (
     PRESET_OFFSETS,
     PRESET_SIZES,

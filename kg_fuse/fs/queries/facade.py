@@ -25,8 +25,8 @@ from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
 from kg_fuse.fs.queries.results import Fetched, ResultCache
+from kg_fuse.fs.queries.saved import Link, QueryPath, SavedQuery, parse_query_dir_name
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
-from kg_fuse.fs.queries.store import Link, QueryPath, SavedQuery, parse_query_dir_name
 from kg_fuse.fs.queries.threshold import Threshold, ThresholdExplanation
 from kg_fuse.fs.queries.watcher import Polled, ServerWatcher
 

@@ -72,7 +72,7 @@ class Core:
 
     @property
     def tree(self) -> Tree:
-        """Every part (``registry``, ``watcher``, ``invalidation``...), as wired."""
+        """The domain parts the behaviours work with (``service``, ``catalog``, ``ingest``...)."""
         return self.ops.tree
 
     @property

@@ -68,7 +68,9 @@ class QueryService:
     async def results(self, query: SavedQuery) -> ResultSet:
         """The query's listing, fetched if stale (raises KgError without a fallback)."""
         fetched = await self._listings.get(query.key, self._planner.plan(query))
-        self._learned(query.key, fetched)
+        if (fetched.fetched or fetched.default_seen is not None
+                or fetched.presets_seen is not None):
+            self._learned(query.key, fetched)  # else a listing held: nothing learned
         return fetched.listing
 
     def _learned(self, key: str, fetched: Fetched) -> None:

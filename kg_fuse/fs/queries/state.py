@@ -25,7 +25,7 @@ import enum
 import gc
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -133,7 +133,7 @@ class QueryState:
 
 # Listings that are no longer current or kept, by query key: whoever caused it tells the
 # invalidation, which has the kernel forget their names.
-Dropped = list[tuple[str, "ResultSet"]]
+Dropped = Sequence[tuple[str, "ResultSet"]]
 
 
 class _Budget(LRUCache):
@@ -155,7 +155,7 @@ class QueryStates:
     def __init__(self, budget: int = SETS_BUDGET) -> None:
         self._states: dict[str, QueryState] = {}
         self._budget = _Budget(budget, self._over_budget)
-        self._evicted: Dropped = []  # by the budget, during the ``store`` under way
+        self._evicted: list[tuple[str, ResultSet]] = []  # by the budget, in ``store``
         self._dropped_bytes = 0
 
     def __len__(self) -> int:
@@ -189,7 +189,7 @@ class QueryStates:
         """The next fetch of each listing goes to the server (the listing stays, as a
         stale fallback). Returns the listings expired now (the kernel must forget their
         names)."""
-        expired: Dropped = []
+        expired: list[tuple[str, ResultSet]] = []
         for key in keys:
             state = self._states.get(key)
             listing = state.listing if state is not None else None

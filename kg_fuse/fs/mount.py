@@ -105,8 +105,8 @@ async def _watch_server(service: QueryService, interval: float) -> None:
     """Every ``interval`` seconds: housekeeping, one look at the server (what changed
     goes to the invalidation), and the learned default saved if it changed."""
     while True:
-        service.tidy()
-        await service.poll()
+        service.held.tidy()
+        await service.server.poll()
         await service.save_if_dirty()
         await trio.sleep(interval)
 
@@ -130,7 +130,7 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
     planner = Planner(client, registry, watcher, catalog)
     service = QueryService(registry, planner, listings, watcher, invalidation)
     ingest = IngestBox(client, service, catalog, delay=options.ingest_delay)
-    tree = Tree(service, catalog, ingest, inodes, kernel, ScratchFiles(service.scratch),
+    tree = Tree(service, catalog, ingest, inodes, kernel, ScratchFiles(service.held.scratch),
                 Attributes(started_ns=time.time_ns()), str(options.mountpoint),
                 options.allow_ontology_delete, options.allow_document_delete)
     return KgOperations(tree, kernel)

@@ -123,7 +123,7 @@ async def test_identical_concurrent_listings_search_once(core: Core) -> None:
     core.client._http._transport = counting  # noqa: SLF001 - count what the mount sends
     query = await core.service.create(("zip archives",))
     before = counting.count("POST /query/search")
-    core.service.content_changed()  # the next listing must be fetched again
+    core.service.server.content_changed()  # the next listing must be fetched again
     listings = []
 
     async def list_once() -> None:
@@ -151,17 +151,17 @@ async def test_poll_notices_new_server_content_and_drops_listings(core: Core) ->
     query = await core.service.create((RELEVANT,))
     await core.service.results(query)
     assert core.service.listing(query.key) is not None
-    assert (await core.service.poll()) is False  # the first look only learns the epoch
-    assert (await core.service.poll()) is False  # nothing changed since
+    assert (await core.service.server.poll()) is False  # the first look only learns the epoch
+    assert (await core.service.server.poll()) is False  # nothing changed since
     epoch = (await core.client.epoch()).epoch
     async with core.server.http("admin") as http:
         assert (await http.post("/ontology/", json={"name": "Poll probe"})).status_code == 201
     assert (await core.client.epoch()).epoch > epoch
-    assert (await core.service.poll()) is True
-    assert core.service.ttl(query.key) == 0  # the next ls fetches the listing again
+    assert (await core.service.server.poll()) is True
+    assert core.service.held.ttl(query.key) == 0  # the next ls fetches the listing again
     before = (await core.client.epoch()).epoch
     await core.service.results(core.service.get((RELEVANT,)))
-    assert core.service.ttl(query.key) > 0 and (await core.client.epoch()).epoch == before
+    assert core.service.held.ttl(query.key) > 0 and (await core.client.epoch()).epoch == before
 
 
 # -- the catalog --------------------------------------------------------------------------
@@ -232,7 +232,7 @@ async def test_refetched_results_keep_inode_mtime_and_bytes(core: Core) -> None:
     name = sorted(n for n in await core.fs.listdir(RELEVANT) if n.endswith(".concept.md"))[0]
     first = await core.fs.stat(f"{RELEVANT}/{name}")
     body = await core.fs.read(f"{RELEVANT}/{name}")
-    core.service.content_changed()
+    core.service.server.content_changed()
     await core.fs.listdir(RELEVANT)
     second = await core.fs.stat(f"{RELEVANT}/{name}")
     assert (second.st_ino, second.st_mtime_ns, second.st_size) == (
@@ -276,7 +276,7 @@ async def test_the_kernel_forgetting_a_query_drops_its_listing_not_its_files(
     directory = await core.fs.inode(RELEVANT)
     core.ops.forget([(directory, core.fs.lookups(directory))])
     assert core.service.listing(RELEVANT) is None
-    assert core.service.cache_bytes == 0  # its concept details too: no listing needs them
+    assert core.service.held.nbytes == 0  # its concept details too: no listing needs them
     assert identities(await core.fs.readdir(RELEVANT)) == before
 
 
@@ -284,8 +284,8 @@ async def test_removing_every_query_gives_back_every_cached_byte(core: Core) -> 
     for text in (RELEVANT, "csv files"):
         await core.fs.mkdir(text)
         assert await core.fs.listdir(text)
-    assert core.service.cache_bytes > 0
+    assert core.service.held.nbytes > 0
     await core.fs.rmdir(RELEVANT)
-    assert core.service.cache_bytes > 0  # the other listing still uses its details
+    assert core.service.held.nbytes > 0  # the other listing still uses its details
     await core.fs.rmdir("csv files")
-    assert core.service.cache_bytes == 0
+    assert core.service.held.nbytes == 0

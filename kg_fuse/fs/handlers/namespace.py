@@ -102,7 +102,7 @@ class NamespaceOperations(pyfuse3.Operations):
             self.inodes.forget(inode, count)
             if node is not None and node.kind is NodeKind.QUERY_DIR and node.attached \
                     and self.inodes.get(inode) is None:  # nothing below it is held
-                self.service.forgotten(node.owner)
+                self.service.held.forgotten(node.owner)
         self._forgotten += len(inode_list)
         if self._forgotten >= TRIM_AFTER:
             self._forgotten = 0

@@ -2,7 +2,10 @@
 and the server's default and health as the mount knows them.
 
 The one way into the query layer (the façade): the tree's behaviours and the mount's
-poller ask here, never the parts behind it. It coordinates the parts that
+poller ask here, never the parts behind it. ``QueryService`` answers for the saved
+queries and their listings, its ``server`` (``ServerView``) for the server as the mount
+knows it, its ``held`` (``Holdings``) for what the mount holds per query beside its
+settings; each stays a handful of methods. It coordinates the parts that
 ``mount.assemble`` makes: the registry (which queries exist, persisted), the planner
 (thresholds, plans, the creation probe), the listings (``ResultCache`` over the queries'
 states), the watcher (the server's epoch and default) and the invalidation (what a
@@ -34,6 +37,9 @@ log = logging.getLogger(__name__)
 
 
 class QueryService:
+    """Saved queries and their listings; ``server`` the server as the mount knows it,
+    ``held`` what the mount holds per query beside its settings."""
+
     def __init__(self, registry: QueryRegistry, planner: Planner, listings: ResultCache,
                  watcher: ServerWatcher, invalidation: Invalidation) -> None:
         self._registry = registry
@@ -42,6 +48,8 @@ class QueryService:
         self._states: QueryStates = listings.states
         self._watcher = watcher
         self._invalidation = invalidation
+        self.server = ServerView(watcher, invalidation)
+        self.held = Holdings(registry, listings)
 
     # -- the saved queries ----------------------------------------------------------------
 
@@ -80,7 +88,7 @@ class QueryService:
         self._invalidation.forget(fetched.dropped)
         if ((fetched.default_seen is not None or fetched.presets_seen is not None)
                 and self._watcher.observe(fetched.default_seen, fetched.presets_seen)):
-            self._default_changed(fetched=key)
+            self.server.default_changed(fetched=key)
 
     async def refresh_status(self, query: SavedQuery) -> None:
         """Before ``.meta/status`` is shown: try to fetch the listing it describes, and
@@ -92,95 +100,9 @@ class QueryService:
         else:
             self._states.get(query.key).fetch_error = None
 
-    def fetch_error(self, key: str) -> str | None:
-        state = self._states.find(key)
-        return state.fetch_error if state is not None else None
-
     def listing(self, key: str) -> ResultSet | None:
         """The listing held now (current or stale), without fetching."""
         return self._states.listing(key)
-
-    def ttl(self, key: str) -> float:
-        """How long the kernel may cache the listing's names and attributes."""
-        return self._listings.ttl(key)
-
-    @property
-    def cache_bytes(self) -> int:
-        """Bytes held by listings and concept details (within their budgets)."""
-        return self._listings.nbytes
-
-    # -- what the mount holds per query -------------------------------------------------
-
-    def scratch(self, key: str) -> dict[str, bytearray]:
-        """Editors' temporary files in the query's ``.meta`` (kept with its state)."""
-        return self._states.get(key).scratch
-
-    def meta_mtime_ns(self, key: str, part: NodeKind | None = None) -> int | None:
-        """When a query's directory (``part`` None) or one of its control files (its
-        kind) last changed; None if never, or if ``key`` is no query."""
-        state = self._states.find(key)
-        return state.meta_mtimes.get(part) if state is not None else None
-
-    def touch(self, key: str, mtime_ns: int, part: NodeKind | None = None) -> bool:
-        """Record a change (see ``meta_mtime_ns``); False if ``key`` is no query."""
-        if key not in self._registry:
-            return False
-        self._states.get(key).meta_mtimes[part] = mtime_ns
-        return True
-
-    def forgotten(self, key: str) -> None:
-        """The kernel forgot the query's directory (so everything below it): its listing
-        is dropped (fetched again by the next ``ls``), and its memory handed back."""
-        if key in self._registry:
-            self._states.drop(key, Drop.FORGOTTEN)
-            self._listings.drop_unused_details()
-
-    def tidy(self) -> None:
-        """The poller's housekeeping: expired concept details go, freed pages back."""
-        self._listings.drop_unused_details(expired_too=True)
-        self._states.trim()
-
-    # -- the server -----------------------------------------------------------------------
-
-    async def poll(self) -> bool:
-        """One look at the server (the poller's); what changed is handed on. Returns
-        whether its content changed."""
-        return self._polled(await self._watcher.poll())
-
-    async def look(self) -> None:
-        """A look at the server now, before ``.meta/status`` is shown."""
-        self._polled(await self._watcher.look())
-
-    def _polled(self, polled: Polled) -> bool:
-        if polled.default:
-            self._default_changed()
-        if polled.back:
-            self._invalidation.server_back()
-        if polled.content:
-            self._invalidation.content_changed()
-        return polled.content
-
-    async def current_default(self) -> float | None:
-        """The server default, refreshed if older than ``--max-age`` (the last known
-        value if the server cannot be reached; None if it never was)."""
-        if await self._watcher.refresh_default():
-            self._default_changed()
-        return self._watcher.value
-
-    def server_error_since(self, fetched_at: float | None) -> str | None:
-        """Why the server could not be reached at the last look, if that look came after
-        ``fetched_at`` (see ``ServerWatcher.error_since``)."""
-        return self._watcher.error_since(fetched_at)
-
-    def content_changed(self) -> None:
-        """The server's content changed through this mount (a document deleted, a file
-        ingested): every listing and cache built from it goes stale."""
-        self._invalidation.content_changed()
-
-    def _default_changed(self, fetched: str | None = None) -> None:
-        value = self._watcher.value
-        if value is not None:
-            self._invalidation.default_changed(value, self._watcher.presets, fetched)
 
     # -- changing -------------------------------------------------------------------------
 
@@ -195,7 +117,7 @@ class QueryService:
             suggestion = await self._planner.probe(query)
             if suggestion is not None:
                 query = self._planner.adjusted(query, suggestion,
-                                               await self.current_default())
+                                               await self.server.current_default())
         await self._registry.add(query)
         log.info("created query %r (threshold %s)", query.key, query.threshold)
         return query
@@ -242,3 +164,107 @@ class QueryService:
         if len(links) == len(query.links):
             raise QueryNotFound(f"{query.key}/{name}")
         return await self._update(replace(query, links=links), f"unlinked {name!r}")
+
+
+class ServerView:
+    """The server as this mount knows it (``QueryService.server``): its health, its
+    default, and changes of its content; what a look learned goes to the invalidation."""
+
+    def __init__(self, watcher: ServerWatcher, invalidation: Invalidation) -> None:
+        self._watcher = watcher
+        self._invalidation = invalidation
+
+    async def poll(self) -> bool:
+        """One look at the server (the poller's); what changed is handed on. Returns
+        whether its content changed."""
+        return self._polled(await self._watcher.poll())
+
+    async def look(self) -> None:
+        """A look at the server now, before ``.meta/status`` is shown."""
+        self._polled(await self._watcher.look())
+
+    def _polled(self, polled: Polled) -> bool:
+        if polled.default:
+            self.default_changed()
+        if polled.back:
+            self._invalidation.server_back()
+        if polled.content:
+            self._invalidation.content_changed()
+        return polled.content
+
+    async def current_default(self) -> float | None:
+        """The server default, refreshed if older than ``--max-age`` (the last known
+        value if the server cannot be reached; None if it never was)."""
+        if await self._watcher.refresh_default():
+            self.default_changed()
+        return self._watcher.value
+
+    def error_since(self, fetched_at: float | None) -> str | None:
+        """Why the server could not be reached at the last look, if that look came after
+        ``fetched_at`` (see ``ServerWatcher.error_since``)."""
+        return self._watcher.error_since(fetched_at)
+
+    def content_changed(self) -> None:
+        """The server's content changed through this mount (a document deleted, a file
+        ingested): every listing and cache built from it goes stale."""
+        self._invalidation.content_changed()
+
+    def default_changed(self, fetched: str | None = None) -> None:
+        """The default or its presets changed (``fetched``: the query whose listing was
+        just fetched with it, which stays current)."""
+        value = self._watcher.value
+        if value is not None:
+            self._invalidation.default_changed(value, self._watcher.presets, fetched)
+
+
+class Holdings:
+    """What the mount holds per query beside its saved settings (``QueryService.held``):
+    the kernel's cache lifetimes, the mtimes of its directory and control files, editors'
+    scratch files, the last fetch error, and the memory its listings take."""
+
+    def __init__(self, registry: QueryRegistry, listings: ResultCache) -> None:
+        self._registry = registry
+        self._listings = listings
+        self._states: QueryStates = listings.states
+
+    def fetch_error(self, key: str) -> str | None:
+        state = self._states.find(key)
+        return state.fetch_error if state is not None else None
+
+    def ttl(self, key: str) -> float:
+        """How long the kernel may cache the listing's names and attributes."""
+        return self._listings.ttl(key)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by listings and concept details (within their budgets)."""
+        return self._listings.nbytes
+
+    def scratch(self, key: str) -> dict[str, bytearray]:
+        """Editors' temporary files in the query's ``.meta`` (kept with its state)."""
+        return self._states.get(key).scratch
+
+    def meta_mtime_ns(self, key: str, part: NodeKind | None = None) -> int | None:
+        """When a query's directory (``part`` None) or one of its control files (its
+        kind) last changed; None if never, or if ``key`` is no query."""
+        state = self._states.find(key)
+        return state.meta_mtimes.get(part) if state is not None else None
+
+    def touch(self, key: str, mtime_ns: int, part: NodeKind | None = None) -> bool:
+        """Record a change (see ``meta_mtime_ns``); False if ``key`` is no query."""
+        if key not in self._registry:
+            return False
+        self._states.get(key).meta_mtimes[part] = mtime_ns
+        return True
+
+    def forgotten(self, key: str) -> None:
+        """The kernel forgot the query's directory (so everything below it): its listing
+        is dropped (fetched again by the next ``ls``), and its memory handed back."""
+        if key in self._registry:
+            self._states.drop(key, Drop.FORGOTTEN)
+            self._listings.drop_unused_details()
+
+    def tidy(self) -> None:
+        """The poller's housekeeping: expired concept details go, freed pages back."""
+        self._listings.drop_unused_details(expired_too=True)
+        self._states.trim()

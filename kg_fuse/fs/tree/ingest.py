@@ -286,6 +286,6 @@ class IngestBox:
                 log.warning("job %s: %s", job.job_id, warning)
             if not status.warnings:  # with warnings it stays, to be read and removed
                 self.jobs.pop((job.ontology, job.file_name), None)
-            self._service.content_changed()
+            self._service.server.content_changed()
         elif status.finished:
             log.warning("job %s %s: %s", job.job_id, status.status, status.error)

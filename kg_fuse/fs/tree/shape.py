@@ -106,13 +106,13 @@ class Tree:
         now = time.time_ns()
         if node.kind.owner is not Owner.QUERY:
             self.attrs.touch((node.kind.owner, node.owner), now)
-        elif not self.service.touch(node.owner, now, part):
+        elif not self.service.held.touch(node.owner, now, part):
             log.debug("no query %r to touch", node.owner)
 
     def mtime_ns(self, node: Node, part: NodeKind | None = None) -> int:
         """When the directory ``node`` (or its query's control file ``part``) changed."""
         if node.kind.owner is Owner.QUERY:
-            found = self.service.meta_mtime_ns(node.owner, part)
+            found = self.service.held.meta_mtime_ns(node.owner, part)
             if found is not None:
                 return found
         return self.attrs.meta_mtime_ns((node.kind.owner, node.owner))

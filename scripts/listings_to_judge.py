@@ -20,7 +20,7 @@ import trio
 
 from kg_fuse.client import KgApiClient, resolve_connection
 from kg_fuse.eval import sets
-from kg_fuse.fs.plan import Level, QueryPlan, execute
+from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
 from kg_fuse.limits import DEFAULT_LIMIT
 
 

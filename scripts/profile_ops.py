@@ -93,7 +93,7 @@ def serve(kind: str, argv: list[str]) -> int:
     signal.signal(signal.SIGUSR2, lambda *_: counter.dump(path))
     if kind == "kg":
         from kg_fuse.cli import main as kg_main
-        from kg_fuse.fs.operations import KgOperations
+        from kg_fuse.fs.handlers.operations import KgOperations
 
         counter.instrument(KgOperations)
         return kg_main(argv)

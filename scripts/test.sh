@@ -27,6 +27,8 @@ if [ -z "${KG_FUSE_UPSTREAM:-}" ]; then
 fi
 echo "==> ruff"
 .venv/bin/ruff check .
+echo "==> import contracts"
+.venv/bin/lint-imports
 echo "==> pytest"
 # two workers (pytest-xdist): a module stays in one worker with its module-scoped servers
 exec .venv/bin/pytest -n "${KG_TEST_WORKERS:-2}" --dist loadfile "$@"

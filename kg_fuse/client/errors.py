@@ -1,5 +1,5 @@
 """Errors of the API client: one hierarchy, so callers handle every failure with a single
-``except KgError``; the filesystem's errno for each lives in ``kg_fuse.fs.errors``."""
+``except KgError``; the filesystem's errno for each lives in ``kg_fuse.fs.kernel.errnos``."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ from kg_fuse.client import KgApiClient, SearchRequest
 from kg_fuse.client.api import PAGE_SIZE_MAX
 from kg_fuse.client.models import ConceptHit
 from kg_fuse.eval.sets import QuerySet, RelevantQuery
-from kg_fuse.fs.plan import Level, QueryPlan, execute
-from kg_fuse.fs.threshold import PRESET_SIZES, STANDARD
+from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
+from kg_fuse.fs.queries.threshold import PRESET_SIZES, STANDARD
 from kg_fuse.limits import DEFAULT_LIMIT
 
 RANK_DEPTH = 200

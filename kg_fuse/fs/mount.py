@@ -19,23 +19,23 @@ from kg_fuse import paths
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection
-from kg_fuse.fs.attrs import Attributes
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.control import ScratchFiles
-from kg_fuse.fs.details import ConceptDetails
-from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.invalidation import Invalidation
-from kg_fuse.fs.kernel import KernelCache, ListingNotices
-from kg_fuse.fs.nodes import InodeTable
-from kg_fuse.fs.operations import KgOperations
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import QueryStore, StoreState
-from kg_fuse.fs.query_state import QueryStates
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.results import ResultCache
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import Tree
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.handlers.operations import KgOperations
+from kg_fuse.fs.kernel.nodes import InodeTable
+from kg_fuse.fs.kernel.notices import KernelCache
+from kg_fuse.fs.queries.catalog import Catalog
+from kg_fuse.fs.queries.details import ConceptDetails
+from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.queries.invalidation import Invalidation
+from kg_fuse.fs.queries.planner import Planner
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.results import ResultCache
+from kg_fuse.fs.queries.saved import QueryStore, StoreState
+from kg_fuse.fs.queries.state import QueryStates
+from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.fs.tree.attrs import Attributes
+from kg_fuse.fs.tree.control import ScratchFiles
+from kg_fuse.fs.tree.ingest import IngestBox
+from kg_fuse.fs.tree.shape import Tree
 
 log = logging.getLogger(__name__)
 
@@ -119,41 +119,37 @@ async def _watch_unmount(mountpoint: str, stop: Callable[[], None]) -> None:
     stop()
 
 
-async def _watch_server(tree: Tree, interval: float) -> None:
+async def _watch_server(service: QueryService, interval: float) -> None:
     """Every ``interval`` seconds: housekeeping, one look at the server (what changed
     goes to the invalidation), and the learned default saved if it changed."""
     while True:
-        tree.service.tidy()
-        await tree.watcher.poll()
-        await tree.registry.save_if_dirty()
+        service.held.tidy()
+        await service.server.poll()
+        await service.save_if_dirty()
         await trio.sleep(interval)
 
 
 def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
              state: StoreState) -> KgOperations:
-    """The filesystem's parts, made and wired together (the only place that wires
-    them): what a mount serves, and what the kernel-free tests drive without a kernel.
-    Inside a trio run (the parts make trio locks)."""
+    """The filesystem's parts, made from the bottom up, each handed what it uses below
+    it (no part is patched or told whom to call back once made): what a mount serves,
+    and what the kernel-free tests drive without a kernel. Inside a trio run (the parts
+    make trio locks)."""
     inodes, kernel = InodeTable(), KernelCache()
-    notices = ListingNotices(inodes, kernel)
     registry = QueryRegistry(store, state)
-    states = QueryStates(on_stale=notices.stale)
+    states = QueryStates()
     details = ConceptDetails(client, options.max_age)
     catalog = Catalog(client)
-    invalidation = Invalidation(registry, states, details, catalog)
-    watcher = ServerWatcher(client, invalidation, options.max_age, options.probe_timeout,
+    invalidation = Invalidation(registry, states, details, catalog, inodes, kernel)
+    watcher = ServerWatcher(client, options.max_age, options.probe_timeout,
                             state.server_default_seen, state.server_presets_seen)
-    listings = ResultCache(client, options.max_age, states, details, watcher.observe,
-                           on_refresh=notices.refreshed)
-    planner = Planner(client, registry, watcher, ontology_name=catalog.server_name)
-    service = QueryService(registry, planner, listings, invalidation)
-    ingest = IngestBox(client, delay=options.ingest_delay,
-                       on_ingested=invalidation.content_changed)
-    ingest.server_name = catalog.server_name
-    tree = Tree(service, registry, planner, watcher, invalidation, catalog, ingest, inodes,
-                ScratchFiles(service.scratch), Attributes(started_ns=time.time_ns()),
-                str(options.mountpoint), options.allow_ontology_delete,
-                options.allow_document_delete, settle=kernel.flush)
+    listings = ResultCache(client, options.max_age, states, details)
+    planner = Planner(client, registry, watcher, catalog)
+    service = QueryService(registry, planner, listings, watcher, invalidation)
+    ingest = IngestBox(client, service, catalog, delay=options.ingest_delay)
+    tree = Tree(service, catalog, ingest, inodes, kernel, ScratchFiles(service.held.scratch),
+                Attributes(started_ns=time.time_ns()), str(options.mountpoint),
+                options.allow_ontology_delete, options.allow_document_delete)
     return KgOperations(tree, kernel)
 
 
@@ -190,13 +186,13 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
             nursery.start_soon(_watch_signals, ready, stop)
             await ready.wait()
             nursery.start_soon(_watch_unmount, str(options.mountpoint), stop)
-            nursery.start_soon(_watch_server, tree, options.poll_interval)
+            nursery.start_soon(_watch_server, tree.service, options.poll_interval)
             nursery.start_soon(tree.ingest.run)
             nursery.start_soon(operations.kernel.run)
             with main_scope:
                 await pyfuse3.main()
             nursery.cancel_scope.cancel()
-        await tree.registry.save_if_dirty()
+        await tree.service.save_if_dirty()
     finally:
         pyfuse3.close(unmount=True)
         with trio.CancelScope(shield=True):

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kg_fuse import paths, private
-from kg_fuse.errors import CommandError
+from kg_fuse.exits import CommandError
 
 log = logging.getLogger(__name__)
 

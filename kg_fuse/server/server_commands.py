@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
-from kg_fuse.errors import CommandError, UsageError
+from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:

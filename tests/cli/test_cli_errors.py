@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse import errors
+from kg_fuse import exits
 from kg_fuse.cli import build_parser
 
 
@@ -20,31 +20,31 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
 
 
 BAD_INVOCATIONS = [
-    ([], errors.USAGE, "required"),
-    (["frobnicate"], errors.USAGE, "invalid choice"),
-    (["--bogus"], errors.USAGE, "required"),
-    (["status", "empty", "--bogus"], errors.USAGE, "unrecognized"),
-    (["mount"], errors.USAGE, "mountpoint"),
-    (["mount", "nowhere"], errors.USAGE, "does not exist"),
-    (["mount", "file.txt"], errors.USAGE, "not a directory"),
-    (["mount", "full"], errors.USAGE, "--nonempty"),
-    (["mount", "--timeout", "soon", "empty"], errors.USAGE, "invalid float"),
-    (["mount", "empty", "--client-secret-file", "missing-secret"], errors.USAGE, "secret"),
-    (["unmount"], errors.USAGE, "mountpoint"),
-    (["unmount", "empty"], errors.FAILED, "not mounted"),
-    (["serve", "--port", "99999"], errors.USAGE, "not a TCP port"),
-    (["serve", "--port", "eighty"], errors.USAGE, "not a TCP port"),
-    (["serve", "--host", "0.0.0.0"], errors.USAGE, "--allow-remote"),
-    (["serve", "--corpus", "everything"], errors.USAGE, "invalid choice"),
-    (["index", "--ingest", "nowhere"], errors.USAGE, "not a directory"),
-    (["index", "--corpus", "stdlib", "--modules", "zlib"], errors.USAGE, "zlib"),
-    (["calibrate"], errors.FAILED, "kg-fuse index"),
-    (["calibrate", "--show"], errors.FAILED, "kg-fuse index"),
-    (["server"], errors.USAGE, "required"),
-    (["server", "restart"], errors.USAGE, "invalid choice"),
-    (["server", "start", "--wait", "x"], errors.USAGE, "invalid float"),
-    (["systemd", "install", "--no-server"], errors.USAGE, "--mount"),
-    (["systemd", "install", "--mount", "file.txt"], errors.USAGE, "not a directory"),
+    ([], exits.USAGE, "required"),
+    (["frobnicate"], exits.USAGE, "invalid choice"),
+    (["--bogus"], exits.USAGE, "required"),
+    (["status", "empty", "--bogus"], exits.USAGE, "unrecognized"),
+    (["mount"], exits.USAGE, "mountpoint"),
+    (["mount", "nowhere"], exits.USAGE, "does not exist"),
+    (["mount", "file.txt"], exits.USAGE, "not a directory"),
+    (["mount", "full"], exits.USAGE, "--nonempty"),
+    (["mount", "--timeout", "soon", "empty"], exits.USAGE, "invalid float"),
+    (["mount", "empty", "--client-secret-file", "missing-secret"], exits.USAGE, "secret"),
+    (["unmount"], exits.USAGE, "mountpoint"),
+    (["unmount", "empty"], exits.FAILED, "not mounted"),
+    (["serve", "--port", "99999"], exits.USAGE, "not a TCP port"),
+    (["serve", "--port", "eighty"], exits.USAGE, "not a TCP port"),
+    (["serve", "--host", "0.0.0.0"], exits.USAGE, "--allow-remote"),
+    (["serve", "--corpus", "everything"], exits.USAGE, "invalid choice"),
+    (["index", "--ingest", "nowhere"], exits.USAGE, "not a directory"),
+    (["index", "--corpus", "stdlib", "--modules", "zlib"], exits.USAGE, "zlib"),
+    (["calibrate"], exits.FAILED, "kg-fuse index"),
+    (["calibrate", "--show"], exits.FAILED, "kg-fuse index"),
+    (["server"], exits.USAGE, "required"),
+    (["server", "restart"], exits.USAGE, "invalid choice"),
+    (["server", "start", "--wait", "x"], exits.USAGE, "invalid float"),
+    (["systemd", "install", "--no-server"], exits.USAGE, "--mount"),
+    (["systemd", "install", "--mount", "file.txt"], exits.USAGE, "not a directory"),
 ]
 
 
@@ -63,7 +63,7 @@ def test_bad_invocation_is_one_line_with_an_exit_code(
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("kg-fuse"), lines
     assert says in lines[0], lines
-    if code == errors.USAGE:
+    if code == exits.USAGE:
         assert "hint:" in lines[0]
 
 
@@ -71,7 +71,7 @@ def test_status_of_a_missing_path_is_a_one_line_report(home: tuple[dict[str, str
                                                        ) -> None:
     env, cwd = home
     result = run(["status", "nowhere"], env, cwd)
-    assert result.returncode == errors.FAILED
+    assert result.returncode == exits.FAILED
     assert "Traceback" not in result.stdout + result.stderr
     assert len((result.stdout + result.stderr).strip().splitlines()) == 1
     assert "not mounted" in result.stdout
@@ -143,7 +143,8 @@ def imported_after(code: str, packages: set[str]) -> list[str]:
 
 def test_the_filesystem_does_not_import_the_server_stack() -> None:
     """``pip install kg-fuse`` (no server extra) must be enough to mount and to get help."""
-    code = ("import kg_fuse.cli, kg_fuse.fs.mount, kg_fuse.fs.operations, kg_fuse.systemd\n"
+    code = ("import kg_fuse.cli, kg_fuse.fs.mount, kg_fuse.fs.handlers.operations\n"
+            "import kg_fuse.systemd\n"
             "kg_fuse.cli.build_parser().format_help()")
     heavy = {"fastapi", "uvicorn", "numpy", "torch", "onnxruntime", "sentence_transformers"}
     assert imported_after(code, heavy) == []
@@ -174,6 +175,6 @@ def test_server_command_without_the_server_extra(home: tuple[dict[str, str], Pat
             f"raise ModuleNotFoundError('No module named {module}', name='{module}')\n")
     env = {**env, "PYTHONPATH": str(blocker)}
     result = run(["index"], env, cwd)
-    assert result.returncode == errors.NOT_INSTALLED, result.stderr
+    assert result.returncode == exits.NOT_INSTALLED, result.stderr
     assert "Traceback" not in result.stderr
     assert "pip install 'kg-fuse[server]'" in result.stderr.strip().splitlines()[-1]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kg_fuse import errors
+from kg_fuse import exits
 from kg_fuse.cli import build_parser
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from tests.cli.test_cli_errors import _parsers, run
@@ -121,7 +121,7 @@ def test_a_mount_with_rejected_credentials_fails_at_mount_time_with_the_reason(
     finally:
         if os.path.ismount(mountpoint):
             subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], check=False)
-    assert result.returncode == errors.FAILED, result
+    assert result.returncode == exits.FAILED, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "rejected the credentials" in lines[0] and client_id in lines[0], lines[0]

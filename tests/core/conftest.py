@@ -18,7 +18,7 @@ import pytest
 
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries import QueryStore
+from kg_fuse.fs.queries.saved import QueryStore
 from kg_fuse.server.api.app import create_app
 from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES

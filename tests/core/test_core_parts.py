@@ -16,11 +16,11 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.client.credentials import Credentials
-from kg_fuse.fs.errors import errno_of
-from kg_fuse.fs.ingest import JOB_SUFFIX
-from kg_fuse.fs.kinds import BEHAVIOURS
-from kg_fuse.fs.nodes import NodeKind
-from kg_fuse.fs.plan import Level, QueryPlan, execute
+from kg_fuse.fs.kernel.errnos import errno_of
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
+from kg_fuse.fs.tree.ingest import JOB_SUFFIX
+from kg_fuse.fs.tree.kinds import BEHAVIOURS
 from tests.helpers.core import API_URL, Core
 from tests.helpers.driver import CTX
 
@@ -123,7 +123,7 @@ async def test_identical_concurrent_listings_search_once(core: Core) -> None:
     core.client._http._transport = counting  # noqa: SLF001 - count what the mount sends
     query = await core.service.create(("zip archives",))
     before = counting.count("POST /query/search")
-    core.tree.invalidation.content_changed()  # the next listing must be fetched again
+    core.service.server.content_changed()  # the next listing must be fetched again
     listings = []
 
     async def list_once() -> None:
@@ -140,9 +140,9 @@ async def test_a_new_threshold_refetches_and_the_service_saves_it(core: Core) ->
     query = await core.service.create((RELEVANT,))
     wide = await core.service.results(query)
     await core.service.set_threshold((RELEVANT,), 0.9)
-    narrow = await core.service.results(core.tree.registry.get((RELEVANT,)))
+    narrow = await core.service.results(core.service.get((RELEVANT,)))
     assert set(narrow.files) < set(wide.files)
-    await core.tree.registry.save_if_dirty()
+    await core.service.save_if_dirty()
     assert "0.9" in (core.state_dir / "queries.toml").read_text()
 
 
@@ -151,17 +151,17 @@ async def test_poll_notices_new_server_content_and_drops_listings(core: Core) ->
     query = await core.service.create((RELEVANT,))
     await core.service.results(query)
     assert core.service.listing(query.key) is not None
-    assert await core.tree.watcher.poll() is False  # the first look only learns the epoch
-    assert await core.tree.watcher.poll() is False  # nothing changed since
+    assert (await core.service.server.poll()) is False  # the first look only learns the epoch
+    assert (await core.service.server.poll()) is False  # nothing changed since
     epoch = (await core.client.epoch()).epoch
     async with core.server.http("admin") as http:
         assert (await http.post("/ontology/", json={"name": "Poll probe"})).status_code == 201
     assert (await core.client.epoch()).epoch > epoch
-    assert await core.tree.watcher.poll() is True
-    assert core.service.ttl(query.key) == 0  # the next ls fetches the listing again
+    assert (await core.service.server.poll()) is True
+    assert core.service.held.ttl(query.key) == 0  # the next ls fetches the listing again
     before = (await core.client.epoch()).epoch
-    await core.service.results(core.tree.registry.get((RELEVANT,)))
-    assert core.service.ttl(query.key) > 0 and (await core.client.epoch()).epoch == before
+    await core.service.results(core.service.get((RELEVANT,)))
+    assert core.service.held.ttl(query.key) > 0 and (await core.client.epoch()).epoch == before
 
 
 # -- the catalog --------------------------------------------------------------------------
@@ -232,7 +232,7 @@ async def test_refetched_results_keep_inode_mtime_and_bytes(core: Core) -> None:
     name = sorted(n for n in await core.fs.listdir(RELEVANT) if n.endswith(".concept.md"))[0]
     first = await core.fs.stat(f"{RELEVANT}/{name}")
     body = await core.fs.read(f"{RELEVANT}/{name}")
-    core.tree.invalidation.content_changed()
+    core.service.server.content_changed()
     await core.fs.listdir(RELEVANT)
     second = await core.fs.stat(f"{RELEVANT}/{name}")
     assert (second.st_ino, second.st_mtime_ns, second.st_size) == (
@@ -276,7 +276,7 @@ async def test_the_kernel_forgetting_a_query_drops_its_listing_not_its_files(
     directory = await core.fs.inode(RELEVANT)
     core.ops.forget([(directory, core.fs.lookups(directory))])
     assert core.service.listing(RELEVANT) is None
-    assert core.service.cache_bytes == 0  # its concept details too: no listing needs them
+    assert core.service.held.nbytes == 0  # its concept details too: no listing needs them
     assert identities(await core.fs.readdir(RELEVANT)) == before
 
 
@@ -284,8 +284,8 @@ async def test_removing_every_query_gives_back_every_cached_byte(core: Core) -> 
     for text in (RELEVANT, "csv files"):
         await core.fs.mkdir(text)
         assert await core.fs.listdir(text)
-    assert core.service.cache_bytes > 0
+    assert core.service.held.nbytes > 0
     await core.fs.rmdir(RELEVANT)
-    assert core.service.cache_bytes > 0  # the other listing still uses its details
+    assert core.service.held.nbytes > 0  # the other listing still uses its details
     await core.fs.rmdir("csv files")
-    assert core.service.cache_bytes == 0
+    assert core.service.held.nbytes == 0

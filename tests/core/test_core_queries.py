@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries import QueryStore
+from kg_fuse.fs.queries.saved import QueryStore
 from tests.helpers.core import Core, mount_options
 from tests.helpers.driver import CTX, FsDriver
 
@@ -104,7 +104,7 @@ async def test_rmdir_removes_the_query(core: Core) -> None:
     with pytest.raises(pyfuse3.FUSEError) as gone:
         await core.fs.lookup("zlib checksums")
     assert gone.value.errno == errno.ENOENT
-    assert core.tree.registry.find(("zlib checksums",)) is None
+    assert core.service.find(("zlib checksums",)) is None
 
 
 async def test_mkdir_twice_is_eexist(core: Core) -> None:
@@ -141,7 +141,7 @@ async def test_queries_and_overrides_survive_a_remount(core: Core) -> None:
     await core.fs.mkdir("json parsing")
     await core.fs.mkdir("bz2 files@0.7")
     await core.fs.write("json parsing/.meta/threshold", b"0.55\n")
-    await core.tree.registry.save_if_dirty()  # what unmounting does
+    await core.service.save_if_dirty()  # what unmounting does
     store = QueryStore(core.state_dir)
     again = FsDriver(assemble(mount_options(), core.client, store, store.load()))
     assert sorted(await again.listdir()) == ["bz2 files@0.7", "json parsing", "ontology"]

@@ -124,7 +124,7 @@ def test_the_listing_and_shown_default_follow_a_new_server_default(
 def test_an_idle_mount_never_searches(mount_factory, kg_admin) -> None:
     """Polling the server is a cheap GET of the epoch; the default is learned from the
     searches that run anyway, so an idle mount sends no search at all."""
-    from kg_fuse.fs.watcher import PROBE_TEXT
+    from kg_fuse.fs.queries.watcher import PROBE_TEXT
 
     mount = mount_factory(extra_args=["--poll-interval", "0.2", "--max-age", "0.5"])
     mount.path(TEXT).mkdir()
@@ -152,7 +152,7 @@ def test_an_ordinary_users_mount_follows_a_put_default_within_polls_and_idles_fr
     shows a PUT default in .meta/threshold and in its inheriting listing after the next
     poll (--max-age, 60 s, never comes into it), with no probe search; and an idle
     mount sends no search at all."""
-    from kg_fuse.fs.watcher import PROBE_TEXT
+    from kg_fuse.fs.queries.watcher import PROBE_TEXT
 
     poll = "GET /database/epoch"
     mount = mount_factory(extra_args=["--poll-interval", "0.5"])  # user credentials

@@ -13,12 +13,12 @@ import httpx
 
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection, Credentials
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.ingest import IngestBox
+from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.mount import MountOptions
-from kg_fuse.fs.operations import KgOperations
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.tree import Tree
+from kg_fuse.fs.queries.catalog import Catalog
+from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.tree.ingest import IngestBox
+from kg_fuse.fs.tree.shape import Tree
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
 
@@ -72,7 +72,7 @@ class Core:
 
     @property
     def tree(self) -> Tree:
-        """Every part (``registry``, ``watcher``, ``invalidation``...), as wired."""
+        """The domain parts the behaviours work with (``service``, ``catalog``, ``ingest``...)."""
         return self.ops.tree
 
     @property

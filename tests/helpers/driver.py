@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pyfuse3
 
-from kg_fuse.fs.operations import KgOperations
+from kg_fuse.fs.handlers.operations import KgOperations
 
 CTX = pyfuse3.RequestContext()
 

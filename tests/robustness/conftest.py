@@ -20,11 +20,11 @@ from tests.helpers.mount import Mount, fuse_available
 
 # The warnings a mount logs, by design, when its server misbehaves.
 FAULT_LOG = [
-    r"WARNING kg_fuse\.fs\.errors: server request failed",
-    r"WARNING kg_fuse\.fs\.errors: operation timed out",
-    r"WARNING kg_fuse\.fs\.results: serving stale results",
-    r"WARNING kg_fuse\.fs\.details: concept details timed out",
-    r"WARNING kg_fuse\.fs\.watcher: server unavailable",
+    r"WARNING kg_fuse\.fs\.kernel\.errnos: server request failed",
+    r"WARNING kg_fuse\.fs\.kernel\.errnos: operation timed out",
+    r"WARNING kg_fuse\.fs\.queries\.results: serving stale results",
+    r"WARNING kg_fuse\.fs\.queries\.details: concept details timed out",
+    r"WARNING kg_fuse\.fs\.queries\.watcher: server unavailable",
 ]
 
 RELEVANT = "compress data with gzip"

@@ -263,7 +263,8 @@ def model_mount(mount_factory: Any, kg_admin: Any) -> Iterator[Mount]:
         # an ordinary user's mount learns a new default within --max-age (no searches
         # on a schedule), so both are short here
         yield mount_factory(extra_args=["--poll-interval", "0.3", "--max-age", "0.3"],
-                            allowed_log=[r"WARNING kg_fuse\.fs\.errors: server request failed"])
+                            allowed_log=[
+                                r"WARNING kg_fuse\.fs\.kernel\.errnos: server request failed"])
 
 
 @pytest.mark.timeout(240)

@@ -17,7 +17,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
-from kg_fuse.fs.errors import errno_of
+from kg_fuse.fs.kernel.errnos import errno_of
 from kg_fuse.server.api.auth import create_client
 from kg_fuse.server.storage.store import Store
 from tests.helpers.server import KGServer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kg_fuse.client.models import ConceptDetail
-from kg_fuse.fs.render import evidence_location
+from kg_fuse.fs.queries.render import evidence_location
 
 SECTION = ("## Proofing\n\nSourdough needs a long, cold proof.\n\n"
            "Shape the loaf   before\nthe final rise.\n\nBake hot.\n")

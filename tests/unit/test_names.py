@@ -8,17 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg_fuse.fs.catalog import document_file_name, ontology_file_name
-from kg_fuse.fs.names import (
+from kg_fuse.fs.kernel.names import (
     NAME_MAX,
     RESULT_SUFFIX,
     InvalidName,
     NameRegistry,
-    QueryDirName,
     decode_name,
-    parse_query_dir_name,
     result_file_name,
 )
+from kg_fuse.fs.queries.catalog import document_file_name, ontology_file_name
+from kg_fuse.fs.queries.saved import QueryDirName, parse_query_dir_name
 
 C1_CONTROLS = "".join(chr(c) for c in range(0x80, 0xA0))
 # Arbitrary text as a JSON label can carry it, minus lone surrogates and the C1 controls,

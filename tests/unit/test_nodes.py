@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyfuse3
 
-from kg_fuse.fs.nodes import InodeTable, NodeKind, Owner
+from kg_fuse.fs.kernel.nodes import InodeTable, NodeKind, Owner
 
 
 def looked_up(table: InodeTable, kind: NodeKind, query: str = "", name: str = "", n: int = 1):

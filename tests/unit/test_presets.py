@@ -7,16 +7,21 @@ import tomllib
 
 import pytest
 
-from kg_fuse.fs.names import InvalidName, parse_query_dir_name
-from kg_fuse.fs.queries import SavedQuery, _query_from_toml, _query_to_toml
-from kg_fuse.fs.status import query_toml, status_file, threshold_file
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.kernel.errnos import InvalidName
+from kg_fuse.fs.queries.saved import (
+    SavedQuery,
+    _query_from_toml,
+    _query_to_toml,
+    parse_query_dir_name,
+)
+from kg_fuse.fs.queries.threshold import (
     InvalidThreshold,
     ThresholdSource,
     effective_threshold,
     parse_threshold_file,
     preset_value,
 )
+from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 from tests.unit.explain import explain_one
 
 
@@ -97,7 +102,7 @@ def test_presets_the_server_publishes_win_over_the_offsets() -> None:
     assert preset_value("comprehensive", 0.48, published) == 0.45
     assert preset_value("exact", 0.48, None) == 0.58  # an older server: the offsets
     query = SavedQuery(("q",), "q", threshold="exact")
-    from kg_fuse.fs.threshold import DefaultOrigin, describe_source, explain_thresholds
+    from kg_fuse.fs.queries.threshold import DefaultOrigin, describe_source, explain_thresholds
 
     explanation = explain_thresholds([query], (), (), DefaultOrigin(0.48, presets=published))
     assert explanation.own.effective == exact
@@ -121,30 +126,31 @@ def test_search_response_carries_valid_presets_only() -> None:
 
 
 async def test_a_new_default_without_presets_drops_the_old_ones() -> None:
-    from kg_fuse.fs.watcher import ServerWatcher
+    from kg_fuse.fs.queries.watcher import ServerWatcher
 
-    class Changes:  # what the invalidation is told
-        def default_changed(self, value: float, presets: object) -> None:
-            changes.append(value)
+    changes = []  # the values the watcher reported as changed (the invalidation is told)
 
-    changes = []
-    default = ServerWatcher(None, Changes(), ttl=60)
-    default.observe(0.5, {"exact": 0.6, "comprehensive": 0.44})
-    default.observe(0.5)  # a search that reported no presets: same default, keep them
+    def observe(*seen: object) -> None:
+        if default.observe(*seen):
+            changes.append(default.value)
+
+    default = ServerWatcher(None, ttl=60)
+    observe(0.5, {"exact": 0.6, "comprehensive": 0.44})
+    observe(0.5)  # a search that reported no presets: same default, keep them
     assert default.presets == {"exact": 0.6, "comprehensive": 0.44}
-    default.observe(0.5, {"exact": 0.62, "comprehensive": 0.44})  # recalibrated
+    observe(0.5, {"exact": 0.62, "comprehensive": 0.44})  # recalibrated
     assert changes == [0.5, 0.5]
-    default.observe(0.7)
+    observe(0.7)
     assert default.presets is None and changes == [0.5, 0.5, 0.7]
-    default.observe(None, {"exact": 0.8, "comprehensive": 0.64})  # a preset query's search
+    observe(None, {"exact": 0.8, "comprehensive": 0.64})  # a preset query's search
     assert default.value == 0.7 and default.presets["exact"] == 0.8
     assert changes == [0.5, 0.5, 0.7, 0.7]
-    default.observe(None, {"exact": 0.95, "standard": 0.9, "comprehensive": 0.8})
+    observe(None, {"exact": 0.95, "standard": 0.9, "comprehensive": 0.8})
     assert default.value == 0.9 and changes[-1] == 0.9  # standard is the default itself
 
 
 def test_the_presets_seen_persist_with_the_default() -> None:
-    from kg_fuse.fs.queries import StoreState, dumps_state, loads_state
+    from kg_fuse.fs.queries.saved import StoreState, dumps_state, loads_state
 
     state = StoreState(server_default_seen=0.5,
                        server_presets_seen={"exact": 0.6, "comprehensive": 0.44})
@@ -175,13 +181,13 @@ def _server(epoch_body: dict, sent: list[str]):
 
 async def test_the_poll_learns_the_default_from_the_epoch_else_from_the_admin_endpoint(
 ) -> None:
-    from kg_fuse.fs.watcher import FROM_EPOCH, ServerWatcher
+    from kg_fuse.fs.queries.watcher import FROM_EPOCH, ServerWatcher
 
     sent: list[str] = []
     published = {"epoch": 3, "default_threshold": 0.4,
                  "threshold_presets": {"exact": 0.5, "standard": 0.4, "comprehensive": 0.3}}
     ours = _server(published, sent)
-    default = ServerWatcher(ours, None, ttl=60)
+    default = ServerWatcher(ours, ttl=60)
     await default.poll()
     assert (default.value, default.origin.how) == (0.4, FROM_EPOCH)
     assert default.presets == published["threshold_presets"]
@@ -189,7 +195,7 @@ async def test_the_poll_learns_the_default_from_the_epoch_else_from_the_admin_en
 
     sent.clear()  # a server that publishes nothing beside the epoch (the platform)
     platform = _server({"epoch": 3}, sent)
-    default = ServerWatcher(platform, None, ttl=60, initial=0.5)
+    default = ServerWatcher(platform, ttl=60, initial=0.5)
     for _ in range(3):
         await default.poll()
     assert sent.count("GET /admin/config/search-threshold") == 1  # refused once: not again

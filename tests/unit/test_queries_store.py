@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kg_fuse.fs.queries import (
+from kg_fuse.fs.queries.saved import (
     QueryStore,
     SavedQuery,
     StoreCorrupt,
@@ -19,7 +19,7 @@ from kg_fuse.fs.queries import (
     StoreSetAside,
     StoreState,
 )
-from kg_fuse.fs.threshold import AutoAdjustment, floor_adjust
+from kg_fuse.fs.queries.threshold import AutoAdjustment, floor_adjust
 
 HOSTILE_NAMES = [
     "compress data",

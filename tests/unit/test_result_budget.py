@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.plan import Level, QueryPlan
-from kg_fuse.fs.query_state import Drop, QueryStates
-from kg_fuse.fs.results import ResultFile, ResultSet
+from kg_fuse.fs.queries.searches import Level, QueryPlan
+from kg_fuse.fs.queries.state import Drop, QueryStates, ResultFile, ResultSet
 
 
 def listing(files: int, size: int) -> ResultSet:
@@ -28,13 +27,11 @@ def states() -> QueryStates:
 
 
 def test_the_least_recently_used_listing_goes_first_and_is_announced(states) -> None:
-    announced: list[str] = []
-    states.on_stale = lambda key, _: announced.append(key)
     for key in "abc":
-        states.store(states.get(key), listing(10, 1000))
+        assert states.store(states.get(key), listing(10, 1000)) == []
     assert states.listing("a") is not None  # "a" is now the most recently used
-    states.store(states.get("d"), listing(10, 1000))
-    assert announced == ["b"]
+    announced = states.store(states.get("d"), listing(10, 1000))
+    assert [key for key, _ in announced] == ["b"]
     assert states.listing("b") is None and states.find("b") is not None  # names kept
     assert {k for k in "abcd" if states.listing(k) is not None} == {"a", "c", "d"}
     assert states.nbytes <= listing(10, 1000).nbytes * 3.5
@@ -58,15 +55,13 @@ def test_rmdir_drops_the_whole_state_and_frees_its_budget(states) -> None:
 
 
 def test_a_forgotten_query_drops_its_listing_and_keeps_names_and_mtimes(states) -> None:
-    announced: list[str] = []
-    states.on_stale = lambda key, _: announced.append(key)
     state = states.get("q")
     state.names.name_for("c1", "Label")
     assert state.mtime_for("c1", b"body", 5) == 5
     state.scratch["threshold.swp"] = bytearray(b"0.5")
     state.meta_mtimes["threshold"] = 123
     states.store(state, listing(10, 1000))
-    states.drop("q", Drop.FORGOTTEN)
+    announced = states.drop("q", Drop.FORGOTTEN)
     assert states.listing("q") is None and states.nbytes == 0
     assert state.mtime_for("c1", b"body", 99) == 5  # the next listing keeps them
     assert state.names.name_for("c2", "Label") != "Label.concept.md"

@@ -88,7 +88,7 @@ def test_the_rules_shown_to_users_state_the_table_s_numbers() -> None:
 
 
 def test_the_presets_fallback_is_the_mount_s() -> None:
-    from kg_fuse.fs.threshold import PRESET_OFFSETS
+    from kg_fuse.fs.queries.threshold import PRESET_OFFSETS
 
     assert tuning.FALLBACK_OFFSETS.value == PRESET_OFFSETS
 

@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kg_fuse.fs.queries import SavedQuery
-from kg_fuse.fs.status import threshold_file
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.saved import SavedQuery
+from kg_fuse.fs.queries.threshold import (
     AutoAdjustment,
     InvalidThreshold,
     ThresholdSource,
@@ -16,6 +15,7 @@ from kg_fuse.fs.threshold import (
     floor_adjust,
     parse_threshold_file,
 )
+from kg_fuse.fs.tree.status import threshold_file
 from tests.unit.explain import explain_one
 
 unit_interval = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -10,14 +10,13 @@ from pathlib import Path
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.cut import relevance_cut
-from kg_fuse.fs.plan import LevelCount
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import QueryStore, SavedQuery, StoreState, _query_from_toml
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.results import ResultSet
-from kg_fuse.fs.status import query_toml, status_file, threshold_file
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.cut import relevance_cut
+from kg_fuse.fs.queries.planner import Planner
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
+from kg_fuse.fs.queries.searches import LevelCount
+from kg_fuse.fs.queries.state import ResultSet
+from kg_fuse.fs.queries.threshold import (
     PRESET_SIZES,
     AutoAdjustment,
     DefaultOrigin,
@@ -26,7 +25,8 @@ from kg_fuse.fs.threshold import (
     describe_source,
     explain_thresholds,
 )
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 
 ADMIN = DefaultOrigin(0.5, "the admin endpoint", 1_700_000_000.0)
 PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", threshold=0.7)
@@ -133,7 +133,7 @@ def test_the_plan_searches_each_level_at_its_explained_threshold(tmp_path: Path)
     state = StoreState({q.key: q for q in (PARENT, CHILD)}, server_default_seen=0.5)
     client = KgApiClient("http://127.0.0.1:9", Credentials("id", "secret", "test"))
     registry = QueryRegistry(QueryStore(tmp_path), state)
-    watcher = ServerWatcher(client, None, ttl=60, initial=state.server_default_seen)
+    watcher = ServerWatcher(client, ttl=60, initial=state.server_default_seen)
     planner = Planner(client, registry, watcher)
     plan = planner.plan(CHILD)
     explained = planner.explain(CHILD)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import platformdirs
 
-from kg_fuse.errors import CommandError
+from kg_fuse.exits import CommandError
 
 log = logging.getLogger(__name__)
 

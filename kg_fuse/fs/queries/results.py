@@ -5,7 +5,7 @@ invalidation decides when) or it is ``max_age`` seconds old. Identical concurren
 requests share one fetch. Files are rendered when fetched, so every file's exact size is
 known for ``ls -l``, and keep their mtime while their content is unchanged.
 
-Memory is bounded: listings are held by their query's state (``query_state``) within a
+Memory is bounded: listings are held by their query's state (``state``) within a
 byte budget (``SETS_BUDGET``, 32 MiB of rendered bodies, least recently used dropped
 first), concept details in their own LRU (``details``). A dropped listing is fetched
 again when next used (the kernel is told to forget its names first).
@@ -17,67 +17,48 @@ import copy
 import logging
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.errors import RETRIED
-from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.cut import Cut
-from kg_fuse.fs.details import ConceptDetails
-from kg_fuse.fs.plan import LevelCount, QueryPlan, execute
-from kg_fuse.fs.query_state import Failure, QueryState, QueryStates
-from kg_fuse.fs.render import concept_markdown
+from kg_fuse.fs.queries.details import ConceptDetails
+from kg_fuse.fs.queries.render import concept_markdown
+from kg_fuse.fs.queries.searches import PlanOutcome, QueryPlan, execute
+from kg_fuse.fs.queries.state import (
+    Dropped,
+    Failure,
+    QueryState,
+    QueryStates,
+    ResultFile,
+    ResultSet,
+)
 from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ResultFile:
-    name: str
-    concept_id: str
-    score: float
-    body: bytes
-    mtime_ns: int
+@dataclass(slots=True)
+class Fetched:
+    """What one ``get`` learned, for its caller to act on (nothing here acts on it):
+    the listing and, when this call fetched it, the one it replaced, those the byte
+    budget dropped to make room, and the default and presets the server reported (an
+    inheriting search reports the default; any search may publish the presets). Made on
+    every ``get``, the hot path of ``ls``: slots, no factory."""
 
-
-@dataclass
-class ResultSet:
-    """One fetched listing of a query: files in rank order, plus the server's hints."""
-
-    plan: QueryPlan
-    response: SearchResponse
-    fetched_at: float
-    fetched_wall: float
-    files: dict[str, ResultFile] = field(default_factory=dict)
-    by_concept: dict[str, ResultFile] = field(default_factory=dict)
-    stale: bool = False
-    levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
-    cut: Cut | None = None  # where the ranking was cut, and why
-
-    def add(self, result: ResultFile) -> None:
-        self.files[result.name] = result
-        self.by_concept[result.concept_id] = result
-        self.nbytes += len(result.body) + 2 * len(result.name) + 200
-
-    nbytes: int = 0
-
-
-# Called with (query key, the previous set or None, the new set) after each refresh.
-RefreshListener = Callable[[str, "ResultSet | None", ResultSet], None]
-# Called with the server default reported by an inheriting search (None if none ran)
-# and the intensity presets any search published (None if none did).
-DefaultListener = Callable[["float | None", "dict[str, float] | None"], None]
+    listing: ResultSet
+    fetched: bool = False
+    previous: ResultSet | None = None
+    dropped: Dropped = ()
+    default_seen: float | None = None
+    presets_seen: dict[str, float] | None = None
 
 
 class ResultCache:
     """Fetches listings into the queries' states (``QueryStates``, which owns and drops
-    them); every default a fetch reports goes to ``default`` (the watcher's
-    ``observe``)."""
+    them), and hands back what each fetch learned."""
 
     def __init__(
         self,
@@ -85,13 +66,9 @@ class ResultCache:
         max_age: float,
         states: QueryStates,
         details: ConceptDetails,
-        default: DefaultListener,
-        on_refresh: RefreshListener | None = None,
     ) -> None:
         self._client = client
         self.max_age = max_age
-        self.on_refresh = on_refresh
-        self._default = default
         self.states = states
         self.details = details
 
@@ -138,31 +115,32 @@ class ResultCache:
         current.stale = True
         return current
 
-    async def get(self, key: str, plan: QueryPlan) -> ResultSet:
+    async def get(self, key: str, plan: QueryPlan) -> Fetched:
         """The query's results, fetched if stale. Identical concurrent requests share one
         fetch, and its failure: callers queued behind a failed fetch get its outcome at
         once, and while the backoff after a failure of the server runs (the retry policy,
         ``kg_fuse.retry``; or until the server answers the poll again) everyone
         gets that failure at once: one request per attempt, however many callers. An
-        answer such as 401 or 404 ends the wait (the next caller asks again)."""
+        answer such as 401 or 404 ends the wait (the next caller asks again). Only the
+        caller whose fetch ran gets what it learned."""
         state = self.states.get(key)
         current = self.states.listing(key)
         if self._usable(current, plan):
-            return current  # type: ignore[return-value]
+            return Fetched(current)  # type: ignore[arg-type]
         now = trio.current_time()
         if state.retries is not None and state.retries.waiting:
             error = self._recent_failure(state, plan, float("-inf"))
             if error is not None:
-                return self._fallback(state, plan, error)
+                return Fetched(self._fallback(state, plan, error))
         async with state.lock:
             current = state.listing
             if self._usable(current, plan):
-                return current  # type: ignore[return-value]
+                return Fetched(current)  # type: ignore[arg-type]
             error = self._recent_failure(state, plan, now)
             if error is not None:
-                return self._fallback(state, plan, error)
+                return Fetched(self._fallback(state, plan, error))
             try:
-                fresh = await self._fetch(state, plan)
+                fresh, outcome = await self._fetch(state, plan)
             except errors.KgError as exc:
                 if current is not None and current.plan == plan:
                     log.warning("serving stale results for %r: %s", key, exc)
@@ -172,18 +150,18 @@ class ResultCache:
                     state.retries.failed()
                 else:  # the server answered: the next caller may try at once
                     state.retries = None
-                return self._fallback(state, plan, exc)
+                return Fetched(self._fallback(state, plan, exc))
             state.failure = state.retries = None
-            if self.states.find(key) is state:  # not removed while we were fetching
-                self.states.store(state, fresh)
-                if self.on_refresh is not None:
-                    self.on_refresh(key, current, fresh)
-            return fresh
+            if self.states.find(key) is not state:  # removed while we were fetching
+                return Fetched(fresh, default_seen=outcome.default_seen,
+                               presets_seen=outcome.presets_seen)
+            dropped = self.states.store(state, fresh)
+            return Fetched(fresh, True, current, dropped, outcome.default_seen,
+                           outcome.presets_seen)
 
-    async def _fetch(self, state: QueryState, plan: QueryPlan) -> ResultSet:
+    async def _fetch(self, state: QueryState, plan: QueryPlan
+                     ) -> tuple[ResultSet, PlanOutcome]:
         outcome = await execute(self._client, plan)
-        if outcome.default_seen is not None or outcome.presets_seen is not None:
-            self._default(outcome.default_seen, outcome.presets_seen)
         details = await self.details.fetch([hit.concept_id for hit in outcome.hits])
         names = state.names
         # the hints only: the hits are in the files already (and a page of hits with
@@ -202,4 +180,4 @@ class ResultCache:
             mtime = state.mtime_for(concept_id, body, now_ns)
             result_set.add(ResultFile(name, concept_id, hit.score, body, mtime))
         log.debug("fetched %d results for %r", len(result_set.files), state.key)
-        return result_set
+        return result_set, outcome

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kg_fuse.fs.errors import InvalidName
-from kg_fuse.fs.queries import ONTOLOGY_DIR
+from kg_fuse.fs.kernel.errnos import InvalidName
+from kg_fuse.fs.queries.saved import ONTOLOGY_DIR
 
 
 def resolve_link_target(query_key: str, target: str, mountpoint: str) -> str | None:

@@ -2,7 +2,7 @@
 
 Directories may be cached by the kernel for a second. Result files are cached for as long
 as their listing is current (the caller passes the time left until ``--max-age``): every
-change of a listing is pushed to the kernel (see ``kernel``), so the cache never lags
+change of a listing is pushed to the kernel (see ``kernel.notices``), so the cache never lags
 behind it. Other files (``.meta`` controls, scratch and ingest files) have zero timeouts:
 their size changes with writes, and they are rarely read.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pyfuse3
 
-from kg_fuse.fs.nodes import Owner
+from kg_fuse.fs.kernel.nodes import Owner
 
 DIR_TIMEOUT = 1.0
 FILE_TIMEOUT = 0.0

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kg_fuse.fs.errors import NoEntry, NoSpace, TooLarge
+from kg_fuse.fs.kernel.errnos import NoEntry, NoSpace, TooLarge
 
 SCRATCH_MAX_BYTES = 64 * 1024
 CONTROL_MAX_BYTES = 64 * 1024  # far above any valid value; parsing stays a few ms

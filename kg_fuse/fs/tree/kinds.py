@@ -4,10 +4,10 @@ instead of branching over kinds."""
 
 from __future__ import annotations
 
-from kg_fuse.fs import directories, files
-from kg_fuse.fs.meta import CONTROLS
-from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.tree import Behaviour
+from kg_fuse.fs.kernel.nodes import Node, NodeKind
+from kg_fuse.fs.tree import directories, files
+from kg_fuse.fs.tree.meta import CONTROLS
+from kg_fuse.fs.tree.shape import Behaviour
 
 BEHAVIOURS: dict[NodeKind, Behaviour] = {
     NodeKind.ROOT: directories.Root(),

@@ -9,7 +9,7 @@ import os
 
 import pyfuse3
 
-from kg_fuse.fs.errors import (
+from kg_fuse.fs.kernel.errnos import (
     FsError,
     Invalid,
     InvalidName,
@@ -19,12 +19,13 @@ from kg_fuse.fs.errors import (
     NotPermitted,
     handler,
 )
-from kg_fuse.fs.handles import DirHandle, HandleTable
-from kg_fuse.fs.kernel import TRIM_AFTER, KernelCache, give_memory_back
-from kg_fuse.fs.kinds import BEHAVIOURS, behaviour
-from kg_fuse.fs.names import PATH_MAX, decode_name
-from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.tree import Behaviour, Entry, Tree
+from kg_fuse.fs.kernel.memory import TRIM_AFTER, give_memory_back
+from kg_fuse.fs.kernel.names import PATH_MAX, decode_name
+from kg_fuse.fs.kernel.nodes import Node, NodeKind
+from kg_fuse.fs.kernel.notices import KernelCache
+from kg_fuse.fs.tree.handles import DirHandle, HandleTable
+from kg_fuse.fs.tree.kinds import BEHAVIOURS, behaviour
+from kg_fuse.fs.tree.shape import Behaviour, Entry, Tree
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class NamespaceOperations(pyfuse3.Operations):
             self.inodes.forget(inode, count)
             if node is not None and node.kind is NodeKind.QUERY_DIR and node.attached \
                     and self.inodes.get(inode) is None:  # nothing below it is held
-                self.service.forgotten(node.owner)
+                self.service.held.forgotten(node.owner)
         self._forgotten += len(inode_list)
         if self._forgotten >= TRIM_AFTER:
             self._forgotten = 0

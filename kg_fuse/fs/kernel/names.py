@@ -1,5 +1,5 @@
-"""File and directory names: turning labels into valid, unique, stable file names, and
-query directory names into query text and an optional threshold."""
+"""File and directory names as the kernel takes them: decoded, valid, unique and stable
+(a query directory's name becomes query text in ``queries.saved``)."""
 
 from __future__ import annotations
 
@@ -9,25 +9,15 @@ import re
 import sys
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from kg_fuse.client.models import clean_text
-from kg_fuse.fs.errors import InvalidName, NameTooLong
-from kg_fuse.fs.threshold import (
-    InvalidThreshold,
-    Threshold,
-    parse_preset,
-    parse_threshold_value,
-)
+from kg_fuse.fs.kernel.errnos import InvalidName, NameTooLong
 
 NAME_MAX = 255
 PATH_MAX = 4096
 RESULT_SUFFIX = ".concept.md"
 META_DIR = ".meta"
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/]")
-_THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[-+]?[0-9.][0-9.eE+-]*)$", re.DOTALL)
-_PRESET_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<word>exact|standard|comprehensive)$",
-                            re.DOTALL | re.IGNORECASE)
+UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029/]")
 __all__ = ["InvalidName", "NameTooLong"]  # raised here, defined with their errnos
 
 
@@ -60,7 +50,7 @@ def _without_format_controls(text: str) -> str:
 def valid_file_name(stem: str, suffix: str = "") -> str:
     """``stem + suffix`` made valid: no ``/``, NUL, control or format characters, no
     leading dot, at most 255 bytes (the stem is cut on a character boundary)."""
-    cleaned, suffix = (_UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ",
+    cleaned, suffix = (UNSAFE.sub(lambda m: "∕" if m.group() == "/" else " ",
                                    _without_format_controls(clean_text(part)))
                        for part in (stem, suffix))  # a document's suffix is its own
     cleaned = unicodedata.normalize("NFC", " ".join(cleaned.split()))
@@ -102,36 +92,3 @@ class NameRegistry:
         self._by_concept[concept_id] = name
         self._by_name[name] = concept_id
         return name
-
-
-@dataclass(frozen=True)
-class QueryDirName:
-    text: str
-    threshold: Threshold
-
-
-def parse_query_dir_name(name: str) -> QueryDirName:
-    """``"NAME"`` is a query for NAME; ``"NAME@0.8"`` the same with threshold 0.8;
-    ``"NAME@exact"`` (or ``@standard``, ``@comprehensive``) with that preset.
-
-    A suffix that looks numeric but is not a threshold in [0, 1] is refused rather than
-    silently becoming part of the query text.
-    """
-    if name.startswith("."):
-        raise InvalidName("query names may not start with a dot")
-    if _UNSAFE.search(name.replace("/", "")):
-        raise InvalidName("query names may not contain control characters")
-    text, threshold = name, None
-    match = _THRESHOLD_SUFFIX.match(name)
-    preset = _PRESET_SUFFIX.match(name)
-    if preset:
-        text, threshold = preset.group("text"), parse_preset(preset.group("word"))
-    elif match:
-        try:
-            threshold = parse_threshold_value(match.group("value"))
-        except InvalidThreshold as exc:
-            raise InvalidName(f"bad threshold suffix in {name!r}: {exc}") from None
-        text = match.group("text")
-    if not text.strip():
-        raise InvalidName("the query text is empty")
-    return QueryDirName(text.strip(), threshold)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kg_fuse.fs.control import WriteSession
-from kg_fuse.fs.errors import BadHandle
-from kg_fuse.fs.nodes import Node
+from kg_fuse.fs.kernel.errnos import BadHandle
+from kg_fuse.fs.kernel.nodes import Node
+from kg_fuse.fs.tree.control import WriteSession
 
 
 @dataclass

@@ -15,14 +15,14 @@ import time
 
 import trio
 
-from kg_fuse.fs.control import WriteSession
-from kg_fuse.fs.errors import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
-from kg_fuse.fs.handles import FileHandle
-from kg_fuse.fs.holders import still_held_by
-from kg_fuse.fs.ingest import PendingFile
-from kg_fuse.fs.meta import Control
-from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.tree import Behaviour, Caching, Tree, query_path, writing
+from kg_fuse.fs.kernel.errnos import BadHandle, Invalid, NoEntry, NotPermitted, ReadOnly
+from kg_fuse.fs.kernel.nodes import Node, NodeKind
+from kg_fuse.fs.tree.control import WriteSession
+from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.holders import still_held_by
+from kg_fuse.fs.tree.ingest import PendingFile
+from kg_fuse.fs.tree.meta import Control
+from kg_fuse.fs.tree.shape import Behaviour, Caching, Tree, query_path, writing
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ async def commit(tree: Tree, control: Control, node: Node, value: object) -> Non
     no mtime: vim's "changed since reading" check compares mtimes)."""
     assert control.commit is not None and control.current is not None
     path = query_path(node.owner)  # a node in the query's .meta
-    if control.current(tree.registry.get(path)) == value:
+    if control.current(tree.service.get(path)) == value:
         return
     tree.touch(node)
     tree.touch(node, control.kind)
@@ -54,7 +54,7 @@ class ControlFile(Behaviour):
 
     async def content(self, tree: Tree, node: Node) -> bytes:
         query = tree.query(node)
-        data = self.control.render(tree, query, tree.service.fetch_error(query.key))
+        data = self.control.render(tree, query, tree.service.held.fetch_error(query.key))
         if not self.writable and data != node.last_body:  # status, query.toml
             node.last_body, node.last_mtime_ns = data, time.time_ns()
         return data
@@ -79,12 +79,12 @@ class ControlFile(Behaviour):
         this read (the deadlines run side by side)."""
         query = tree.query(node)
         if node.kind is not NodeKind.STATUS_FILE:
-            await tree.watcher.current_default()
+            await tree.service.server.current_default()
             return
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(tree.watcher.current_default)
+            nursery.start_soon(tree.service.server.current_default)
             nursery.start_soon(tree.service.refresh_status, query)
-            nursery.start_soon(tree.watcher.look)
+            nursery.start_soon(tree.service.server.look)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
         return False  # generated: ``rm -r QUERY`` removes the query quietly
@@ -270,7 +270,7 @@ class DocumentFile(Behaviour):
         if not tree.allow_document_delete:
             raise NotPermitted("deleting a document needs --allow-document-delete")
         await tree.catalog.delete_document(node.name)
-        tree.invalidation.content_changed()
+        tree.service.server.content_changed()
         return True
 
 
@@ -298,7 +298,7 @@ class ResultFile(Behaviour):
         return [XATTR_SCORE, XATTR_CONCEPT]
 
     def entry_timeout(self, tree: Tree, node: Node) -> float:
-        return tree.service.ttl(node.owner)
+        return tree.service.held.ttl(node.owner)
 
     async def xattr(self, tree: Tree, node: Node, name: bytes) -> bytes | None:
         if name == XATTR_CONCEPT:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 
-from kg_fuse.fs.catalog import ontology_file_name
-from kg_fuse.fs.errors import Exists, InvalidName, NoEntry, NotPermitted
-from kg_fuse.fs.files import commit
-from kg_fuse.fs.links import link_target_ontology
-from kg_fuse.fs.meta import CONTROLS
-from kg_fuse.fs.names import META_DIR
-from kg_fuse.fs.nodes import Node, NodeKind
-from kg_fuse.fs.queries import ONTOLOGY_DIR, Link, QueryPath, scope_of
-from kg_fuse.fs.tree import DOCUMENTS, INGEST, Behaviour, Entry, Tree, query_path
+from kg_fuse.fs.kernel.errnos import Exists, InvalidName, NoEntry, NotPermitted
+from kg_fuse.fs.kernel.names import META_DIR
+from kg_fuse.fs.kernel.nodes import Node, NodeKind
+from kg_fuse.fs.queries.catalog import ontology_file_name
+from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, scope_of
+from kg_fuse.fs.tree.files import commit
+from kg_fuse.fs.tree.links import link_target_ontology
+from kg_fuse.fs.tree.meta import CONTROLS
+from kg_fuse.fs.tree.shape import DOCUMENTS, INGEST, Behaviour, Entry, Tree, query_path
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Root(QueryHolder):
         # a path walk's first step: no listing built
         if name == ONTOLOGY_DIR:
             return tree.inodes.ensure(NodeKind.ONTOLOGY_ROOT)
-        top = tree.registry.find((name,))
+        top = tree.service.find((name,))
         if top is None:
             raise NoEntry(name)
         return tree.inodes.ensure(NodeKind.QUERY_DIR, top.key)
@@ -159,7 +159,7 @@ class QueryDir(QueryHolder):
         query = tree.query(node)
         if name == META_DIR:
             return tree.inodes.ensure(NodeKind.META_DIR, node.owner)
-        nested = tree.registry.find((*query.path, name))
+        nested = tree.service.find((*query.path, name))
         if nested is not None:
             return tree.inodes.ensure(NodeKind.QUERY_DIR, nested.key)
         if any(k.name == name for k in query.links):

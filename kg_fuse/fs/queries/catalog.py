@@ -16,7 +16,7 @@ import trio
 
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import CatalogNode
-from kg_fuse.fs.names import NameRegistry, valid_file_name
+from kg_fuse.fs.kernel.names import NameRegistry, valid_file_name
 
 log = logging.getLogger(__name__)
 

@@ -25,22 +25,23 @@ import enum
 import gc
 import hashlib
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
 from cachetools import LRUCache
 
-from kg_fuse.fs.kernel import give_memory_back
-from kg_fuse.fs.names import NameRegistry
-from kg_fuse.fs.nodes import NodeKind
+from kg_fuse.client.models import SearchResponse
+from kg_fuse.fs.kernel.memory import give_memory_back
+from kg_fuse.fs.kernel.names import NameRegistry
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.cut import Cut
+from kg_fuse.fs.queries.searches import LevelCount, QueryPlan
 from kg_fuse.retry import Backoff
 
 if TYPE_CHECKING:
     from kg_fuse.client import errors
-    from kg_fuse.fs.plan import QueryPlan
-    from kg_fuse.fs.results import ResultSet
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,38 @@ class Drop(enum.Enum):
     REMOVED = "removed"
     FORGOTTEN = "forgotten by the kernel"
     BUDGET = "byte budget"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFile:
+    name: str
+    concept_id: str
+    score: float
+    body: bytes
+    mtime_ns: int
+
+
+@dataclass
+class ResultSet:
+    """One fetched listing of a query: files in rank order, plus the server's hints."""
+
+    plan: QueryPlan
+    response: SearchResponse
+    fetched_at: float
+    fetched_wall: float
+    files: dict[str, ResultFile] = field(default_factory=dict)
+    by_concept: dict[str, ResultFile] = field(default_factory=dict)
+    stale: bool = False
+    levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
+    cut: Cut | None = None  # where the ranking was cut, and why
+
+    def add(self, result: ResultFile) -> None:
+        self.files[result.name] = result
+        self.by_concept[result.concept_id] = result
+        self.nbytes += len(result.body) + 2 * len(result.name) + 200
+
+    nbytes: int = 0
+
 
 
 @dataclass(frozen=True)
@@ -98,8 +131,9 @@ class QueryState:
         self.fetch_error = None
 
 
-# Called with a listing that is no longer current or kept (its names may have changed).
-StaleListener = Callable[[str, "ResultSet"], None]
+# Listings that are no longer current or kept, by query key: whoever caused it tells the
+# invalidation, which has the kernel forget their names.
+Dropped = Sequence[tuple[str, "ResultSet"]]
 
 
 class _Budget(LRUCache):
@@ -118,11 +152,10 @@ class _Budget(LRUCache):
 class QueryStates:
     """The states of all queries in use, and the one place they are dropped."""
 
-    def __init__(self, budget: int = SETS_BUDGET, on_stale: StaleListener | None = None
-                 ) -> None:
+    def __init__(self, budget: int = SETS_BUDGET) -> None:
         self._states: dict[str, QueryState] = {}
         self._budget = _Budget(budget, self._over_budget)
-        self.on_stale = on_stale
+        self._evicted: list[tuple[str, ResultSet]] = []  # by the budget, in ``store``
         self._dropped_bytes = 0
 
     def __len__(self) -> int:
@@ -152,39 +185,47 @@ class QueryStates:
         return [(key, state.listing) for key, state in list(self._states.items())
                 if state.listing is not None]
 
-    def expire(self, keys: Iterable[str]) -> None:
+    def expire(self, keys: Iterable[str]) -> Dropped:
         """The next fetch of each listing goes to the server (the listing stays, as a
-        stale fallback); the kernel is told to forget its names."""
+        stale fallback). Returns the listings expired now (the kernel must forget their
+        names)."""
+        expired: list[tuple[str, ResultSet]] = []
         for key in keys:
             state = self._states.get(key)
             listing = state.listing if state is not None else None
             if listing is None or listing.fetched_at == float("-inf"):
                 continue
             listing.fetched_at = float("-inf")
-            if self.on_stale is not None:
-                self.on_stale(key, listing)
+            expired.append((key, listing))
+        return expired
 
     def server_back(self) -> None:
         """The server answered again: failed listings may be fetched at once."""
         for state in self._states.values():
             state.failure = state.retries = None
 
-    def store(self, state: QueryState, listing: ResultSet) -> None:
+    def store(self, state: QueryState, listing: ResultSet) -> Dropped:
+        """Hold the listing; returns those the byte budget dropped to make room (never
+        this one: it is the newest)."""
         state.listing = listing
-        self._budget[state.key] = listing  # may drop others (never this one: it is newest)
+        self._budget[state.key] = listing
+        evicted, self._evicted = self._evicted, []
+        return evicted
 
     @property
     def nbytes(self) -> int:
         return int(self._budget.currsize)
 
     def _over_budget(self, key: str) -> None:
-        self.drop(key, Drop.BUDGET, from_budget=True)
+        self._evicted.extend(self.drop(key, Drop.BUDGET, from_budget=True))
 
-    def drop(self, key: str, why: Drop, from_budget: bool = False) -> None:
-        """The one eviction (see the module's docstring for what each reason drops)."""
+    def drop(self, key: str, why: Drop, from_budget: bool = False) -> Dropped:
+        """The one eviction (see the module's docstring for what each reason drops).
+        Returns the listing dropped, if the kernel must forget its names (after
+        ``FORGOTTEN`` it holds none of them)."""
         state = self._states.get(key)
         if state is None:
-            return
+            return []
         listing = state.listing
         if not from_budget:
             self._budget.pop(key, None)
@@ -195,11 +236,11 @@ class QueryStates:
         else:
             del self._states[key]
             self.dropped(RESULT_OVERHEAD * len(state.mtimes))  # its names and mtimes
-        if listing is not None:
-            log.debug("listing of %r dropped (%s)", key, why.value)
-            if why is not Drop.FORGOTTEN and self.on_stale is not None:
-                self.on_stale(key, listing)  # the kernel forgets its names
-            self.dropped(listing.nbytes)
+        if listing is None:
+            return []
+        log.debug("listing of %r dropped (%s)", key, why.value)
+        self.dropped(listing.nbytes)
+        return [] if why is Drop.FORGOTTEN else [(key, listing)]
 
     def dropped(self, nbytes: int) -> None:
         """``nbytes`` were freed (here or in a cache beside the states): trim past a few MiB."""

@@ -1,6 +1,6 @@
 """The FUSE operations: decode names, map inodes and handles to domain objects, map
-errors to errnos (``errors.handler``), set cache flags. What a node is and does lives in
-its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``service``. The operations
+errors to errnos (``errnos.handler``), set cache flags. What a node is and does lives in
+its kind's behaviour (``kinds.BEHAVIOURS``), the queries in ``queries.facade``. The operations
 on names are in ``namespace``; these add attributes, extended attributes and files."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import os
 
 import pyfuse3
 
-from kg_fuse.fs.errors import (
+from kg_fuse.fs.handlers.namespace import NamespaceOperations
+from kg_fuse.fs.kernel.errnos import (
     Invalid,
     IsDirectory,
     NoAttribute,
@@ -19,11 +20,10 @@ from kg_fuse.fs.errors import (
     ReadOnly,
     handler,
 )
-from kg_fuse.fs.handles import FileHandle
-from kg_fuse.fs.kinds import behaviour
-from kg_fuse.fs.names import decode_name
-from kg_fuse.fs.namespace import NamespaceOperations
-from kg_fuse.fs.tree import Behaviour, Caching, writing
+from kg_fuse.fs.kernel.names import decode_name
+from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.kinds import behaviour
+from kg_fuse.fs.tree.shape import Behaviour, Caching, writing
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kg_fuse.fs.errors import Invalid
+from kg_fuse.fs.kernel.errnos import Invalid
 
 INHERIT_WORDS = ("inherit", "default")
 STANDARD = "standard"  # the preset that means inherit

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from kg_fuse.fs.cut import CUT_GAP, Cut, CutReason
-from kg_fuse.fs.queries import SavedQuery, adjustment_to_toml, scope_of
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.cut import CUT_GAP, Cut, CutReason
+from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
+from kg_fuse.fs.queries.threshold import (
     PRESET_OFFSETS,
     PRESET_SIZES,
     FilterLevel,
@@ -30,8 +30,8 @@ from kg_fuse.fs.threshold import (
 from kg_fuse.limits import MAX_LIMIT
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.plan import LevelCount
-    from kg_fuse.fs.results import ResultSet
+    from kg_fuse.fs.queries.searches import LevelCount
+    from kg_fuse.fs.queries.state import ResultSet
 
 
 def format_threshold(value: float) -> str:

@@ -14,8 +14,8 @@ import logging
 
 import trio
 
-from kg_fuse.fs.errors import Exists, NoEntry, NotEmpty
-from kg_fuse.fs.queries import QueryPath, QueryStore, SavedQuery, StoreState, query_key
+from kg_fuse.fs.kernel.errnos import Exists, NoEntry, NotEmpty
+from kg_fuse.fs.queries.saved import QueryPath, QueryStore, SavedQuery, StoreState, query_key
 
 log = logging.getLogger(__name__)
 

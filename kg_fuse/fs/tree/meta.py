@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kg_fuse.fs.nodes import NodeKind
-from kg_fuse.fs.queries import QueryPath, SavedQuery
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.status import query_toml, status_file, threshold_file
-from kg_fuse.fs.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
+from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.queries.saved import QueryPath, SavedQuery
+from kg_fuse.fs.queries.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
+from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 from kg_fuse.limits import DEFAULT_LIMIT, MAX_LIMIT
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.tree import Tree
+    from kg_fuse.fs.tree.shape import Tree
 
 MAX_TERM_CHARS = 500  # the longest exclude/union term accepted
 MAX_TERMS = 100
@@ -123,18 +123,18 @@ class Control:
 
 
 def _threshold(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
-    return threshold_file(query, tree.planner.explain(query))
+    return threshold_file(query, tree.service.explain(query))
 
 
 def _toml(tree: Tree, query: SavedQuery, _problem: str | None) -> bytes:
-    return query_toml(query, tree.planner.explain(query))
+    return query_toml(query, tree.service.explain(query))
 
 
 def _status(tree: Tree, query: SavedQuery, problem: str | None) -> bytes:
     listing = tree.service.listing(query.key)
     fetched_at = listing.fetched_at if listing is not None else None
-    return status_file(query, tree.planner.explain(query), listing,
-                       problem or tree.watcher.error_since(fetched_at))
+    return status_file(query, tree.service.explain(query), listing,
+                       problem or tree.service.server.error_since(fetched_at))
 
 
 CONTROLS: dict[str, Control] = {

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -30,7 +29,9 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.errors import RETRIED
-from kg_fuse.fs.errors import Busy, Invalid, NoEntry, NoSpace, TooLarge
+from kg_fuse.fs.kernel.errnos import Busy, Invalid, NoEntry, NoSpace, TooLarge
+from kg_fuse.fs.queries.catalog import Catalog
+from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.limits import MAX_INGEST_BYTES
 from kg_fuse.retry import SERVER_RETRY, Backoff
 
@@ -98,16 +99,18 @@ Key = tuple[str, str]  # (ontology, file name)
 
 
 class IngestBox:
-    def __init__(self, client: KgApiClient, delay: float = 2.0,
-                 on_ingested: Callable[[], None] | None = None) -> None:
+    def __init__(self, client: KgApiClient, service: QueryService, catalog: Catalog,
+                 delay: float = 2.0) -> None:
+        """``service``: told when a document is in (the listings go stale);
+        ``catalog``: the server's name of an ontology directory."""
         self._client = client
+        self._service = service
+        self._catalog = catalog
         self.delay = delay
-        self.on_ingested = on_ingested
         self.files: dict[Key, PendingFile] = {}
         self.jobs: dict[Key, Job] = {}
         self._wake = trio.Event()
         self._job_polls = Backoff()  # while the server fails, job polls back off too
-        self.server_name: Callable[[str], str] = lambda ontology: ontology
 
     # -- the files ----------------------------------------------------------------------
 
@@ -250,7 +253,7 @@ class IngestBox:
         job = self.jobs[key] = Job(ontology, name)
         try:
             receipt = await self._client.ingest(
-                self.server_name(ontology), name, bytes(pending.data),
+                self._catalog.server_name(ontology), name, bytes(pending.data),
                 image=name.lower().endswith(IMAGE_EXTENSIONS))
         except RETRIED as exc:
             delay = pending.retries.failed()
@@ -303,7 +306,6 @@ class IngestBox:
                 log.warning("job %s: %s", job.job_id, warning)
             if not status.warnings:  # with warnings it stays, to be read and removed
                 self.jobs.pop((job.ontology, job.file_name), None)
-            if self.on_ingested is not None:
-                self.on_ingested()
+            self._service.server.content_changed()
         elif status.finished:
             log.warning("job %s %s: %s", job.job_id, status.status, status.error)

@@ -17,23 +17,14 @@ queue them, and the background task sends them a moment later.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import logging
-from typing import TYPE_CHECKING
 
 import pyfuse3
 import trio
 
-from kg_fuse.fs.nodes import InodeTable, NodeKind
-
-if TYPE_CHECKING:
-    from kg_fuse.fs.results import ResultSet
-
 log = logging.getLogger(__name__)
 
-TRIM_AFTER = 5000  # inodes forgotten between two heap trims
 FLUSH_WAIT = 5.0  # seconds a handler waits for the kernel to take its notifications
 
 
@@ -106,52 +97,3 @@ class KernelCache:
             await self._wake.wait()
             self._wake = trio.Event()
             await self.flush()
-
-
-class ListingNotices:
-    """What the kernel is told when a listing changes (the states and the listings call
-    these; ``mount.assemble`` wires them)."""
-
-    def __init__(self, inodes: InodeTable, kernel: KernelCache) -> None:
-        self._inodes = inodes
-        self._kernel = kernel
-
-    def refreshed(self, key: str, old: ResultSet | None, new: ResultSet) -> None:
-        """A listing was fetched again: the kernel forgets the names that left it and the
-        pages and sizes of results whose bytes changed (sent a moment later: this may run
-        inside a ``lookup``, while the kernel holds the directory's lock)."""
-        directory = self._inodes.find(NodeKind.QUERY_DIR, key)
-        if old is not None and directory is not None:
-            for name in old.files.keys() - new.files.keys():
-                self._kernel.forget_name(directory.inode, name)
-        for found in new.files.values():
-            node = self._inodes.find(NodeKind.RESULT_FILE, key, found.concept_id)
-            if node is not None and node.last_body and node.last_body != found.body:
-                self._kernel.forget_content(node.inode)
-        self._kernel.flush_soon()
-
-    def stale(self, key: str, result_set: ResultSet) -> None:
-        """A listing may have changed (settings, server content or default): the kernel
-        forgets its names, so the next path walk asks ``lookup``, which refetches."""
-        directory = self._inodes.find(NodeKind.QUERY_DIR, key)
-        if directory is not None:
-            for name in result_set.files:
-                self._kernel.forget_name(directory.inode, name)
-        self._kernel.flush_soon()
-
-
-def _libc_trim() -> object:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-_MALLOC_TRIM = _libc_trim()
-
-
-def give_memory_back() -> None:
-    """Return freed heap pages to the system (glibc keeps them otherwise): called when
-    the kernel forgot many inodes, so the daemon's memory shrinks with the table."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)  # type: ignore[operator]

@@ -17,8 +17,10 @@ every client, and on the platform for a client allowed to read the admin endpoin
 an ordinary user of the platform sees it within ``--max-age`` (cached listings expire
 then, and their refetch reports the new ``threshold_used``).
 
-Every value learned, whatever its source, goes through ``observe``; a change is handed
-to the invalidation, which decides what it drops.
+Every value learned, whatever its source, goes through ``observe``. The watcher acts on
+nothing it learns: it returns what changed (``observe``, ``refresh_default``, and a
+``Polled`` from ``poll`` and ``look``) and its caller, the query service, hands that to
+the invalidation, which decides what it drops.
 
 Besides the poll, reading ``.meta/status`` looks at the server at once (``look``), so a
 stopped server shows on that read, not up to ``--poll-interval`` later.
@@ -28,13 +30,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Protocol
+from dataclasses import dataclass
 
 import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
-from kg_fuse.fs.threshold import DefaultOrigin
+from kg_fuse.fs.queries.threshold import DefaultOrigin
 from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -48,24 +50,22 @@ FROM_PROBE = "a probe search"
 FROM_SAVED = "saved by an earlier mount"
 
 
-class Changes(Protocol):
-    """What the watcher reports (``invalidation.Invalidation``)."""
+@dataclass(frozen=True)
+class Polled:
+    """What one look at the server learned."""
 
-    def content_changed(self) -> None: ...
-
-    def default_changed(self, value: float, presets: dict[str, float] | None) -> None: ...
-
-    def server_back(self) -> None: ...
+    content: bool = False  # the epoch moved
+    default: bool = False  # the default or its presets changed
+    back: bool = False  # the server answered again after failing
 
 
 class ServerWatcher:
     """The server's epoch and default as this mount knows them (inside a trio run)."""
 
-    def __init__(self, client: KgApiClient, changes: Changes | None, ttl: float,
-                 probe_timeout: float = 2.0, initial: float | None = None,
+    def __init__(self, client: KgApiClient, ttl: float, probe_timeout: float = 2.0,
+                 initial: float | None = None,
                  presets: dict[str, float] | None = None) -> None:
         self._client = client
-        self._changes = changes
         self.ttl = ttl
         self.probe_timeout = probe_timeout
         self.value = initial
@@ -99,17 +99,17 @@ class ServerWatcher:
     # -- the one way in for a learned default --------------------------------------------
 
     def observe(self, value: float | None, presets: dict[str, float] | None = None,
-                how: str = FROM_SEARCH) -> None:
+                how: str = FROM_SEARCH) -> bool:
         """Record a value the server just reported (by default an inheriting search's
         ``threshold_used``) and the presets it published with it. Presets come with
         every search, also one with its own threshold: ``value`` None records them
-        alone."""
+        alone. Returns whether the default or its presets changed."""
         previous, previous_presets = self.value, self.presets
         if value is None and presets is not None and "standard" in presets:
             value = presets["standard"]  # the server publishes its default with them
         if value is None:
             if presets is None or self.value is None:
-                return
+                return False
             self.presets = presets
         else:
             self.value = value
@@ -122,28 +122,29 @@ class ServerWatcher:
                                        or self.presets != previous_presets):
             log.info("server default threshold is %s (was %s), presets %s", self.value,
                      previous, self.presets or "not published")
-            if self._changes is not None:
-                self._changes.default_changed(self.value, self.presets)
+            return True
+        return False
 
     # -- asking the server -----------------------------------------------------------------
 
-    async def current_default(self) -> float | None:
-        """The default, refreshed if older than ``ttl``; the last known value if the
-        server cannot be reached (None if it never was). After a failure the server is
-        asked again only when the retry policy's backoff ends, so a dead server costs
-        one deadline per backoff, not one per ``stat``."""
+    async def refresh_default(self) -> bool:
+        """Refresh the default (``value``) if older than ``ttl``; the last known value
+        stays if the server cannot be reached. After a failure the server is asked again
+        only when the retry policy's backoff ends, so a dead server costs one deadline
+        per backoff, not one per ``stat``. Returns whether the default or its presets changed."""
         if self.fresh or self._retries.waiting:
-            return self.value
+            return False
         async with self._lock:
             if self.fresh or self._retries.waiting:
-                return self.value
+                return False
             try:
-                self.observe(*await self._learn())
+                changed = self.observe(*await self._learn())
                 self._retries.succeeded()
+                return changed
             except errors.KgError as exc:
                 self._retries.failed()
                 log.info("could not refresh the server default: %s", exc)
-        return self.value
+        return False
 
     def error_since(self, fetched_at: float | None) -> str | None:
         """Why the server could not be reached at the last look, if that look came after
@@ -153,7 +154,7 @@ class ServerWatcher:
             return None
         return self.server_error
 
-    async def look(self) -> None:
+    async def look(self) -> Polled:
         """A look at the server now (one epoch GET), before ``.meta/status`` is shown: a
         stopped server shows on this read. It shares a poll under way; after a poll that
         timed out it leaves the server to the poller and the listings' own fetches, so a
@@ -161,15 +162,16 @@ class ServerWatcher:
         if self._polling is not None:
             await self._polling.wait()
         elif not (self.server_error is not None and self._stalled):
-            await self.poll()
+            return await self.poll()
+        return Polled()
 
-    async def poll(self) -> bool:
-        """One look at the server (two cheap GETs at most, never a search): a changed
-        epoch or default is reported. Returns whether the content changed. A poll while
-        one is under way waits for it and reports no change."""
+    async def poll(self) -> Polled:
+        """One look at the server (two cheap GETs at most, never a search): what
+        changed. A poll while one is under way waits for it and reports no change (the
+        one under way reports it)."""
         if self._polling is not None:
             await self._polling.wait()
-            return False
+            return Polled()
         self._polling = trio.Event()
         try:
             return await self._poll()
@@ -177,42 +179,41 @@ class ServerWatcher:
             self._polling.set()
             self._polling = None
 
-    async def _poll(self) -> bool:
+    async def _poll(self) -> Polled:
+        default_changed = False
         try:
             seen = await self._client.epoch(timeout=self.probe_timeout)
-            await self._polled_default(seen)
+            default_changed = await self._polled_default(seen)
         except errors.KgError as exc:
             if self.server_error is None:
                 log.warning("server unavailable, serving cached listings: %s", exc)
             self.server_error = str(exc)
             self._stalled = isinstance(exc, errors.ServerTimeout)
             self._failed_at = trio.current_time()
-            return False
+            return Polled(default=default_changed)
         self._stalled = False
         self._retries.succeeded()  # the server answers: a lookup may go at once
-        if self.server_error is not None:
+        back = self.server_error is not None
+        if back:
             log.info("server available again")
-            if self._changes is not None:
-                self._changes.server_back()
         self.server_error = None
         changed = self._epoch is not None and seen.epoch != self._epoch
         if changed:
             log.info("server content changed (epoch %s -> %s)", self._epoch, seen.epoch)
-            if self._changes is not None:
-                self._changes.content_changed()
         self._epoch = seen.epoch
-        return changed
+        return Polled(changed, default_changed, back)
 
-    async def _polled_default(self, seen: Epoch) -> None:
+    async def _polled_default(self, seen: Epoch) -> bool:
         """The default the epoch response carries; from a server that does not publish
-        it there, the admin endpoint where permitted, nothing otherwise."""
+        it there, the admin endpoint where permitted, nothing otherwise. Returns whether
+        it changed."""
         if seen.default_threshold is not None or seen.threshold_presets is not None:
-            self.observe(seen.default_threshold, seen.threshold_presets, FROM_EPOCH)
-            return
+            return self.observe(seen.default_threshold, seen.threshold_presets, FROM_EPOCH)
         async with self._lock:
             value, presets = await self._from_admin()
             if value is not None:
-                self.observe(value, presets, FROM_ADMIN)
+                return self.observe(value, presets, FROM_ADMIN)
+        return False
 
     async def _from_admin(self) -> tuple[float | None, dict[str, float] | None]:
         if self._admin_readable is False:

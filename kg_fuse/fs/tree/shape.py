@@ -13,7 +13,7 @@ ontology a node belongs to, as its kind says (``NodeKind.owner``): the query's k
 Behaviour varies by kind as data: each ``NodeKind`` has one ``Behaviour`` (the table is
 ``kinds.BEHAVIOURS``; directories in ``directories``, files in ``files``). A behaviour
 works in a ``Tree``, the domain parts of one mount, and raises the typed errors of
-``errors``; it knows nothing about the kernel.
+``kernel.errnos``; it knows nothing about the kernel.
 """
 
 from __future__ import annotations
@@ -22,23 +22,26 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kg_fuse.fs.attrs import FILE_TIMEOUT, Attributes
-from kg_fuse.fs.catalog import Catalog
-from kg_fuse.fs.control import ScratchFiles
-from kg_fuse.fs.errors import BadHandle, IsDirectory, NoEntry, NotDirectory, NotPermitted, ReadOnly
-from kg_fuse.fs.handles import FileHandle
-from kg_fuse.fs.ingest import IngestBox
-from kg_fuse.fs.invalidation import Invalidation
-from kg_fuse.fs.nodes import InodeTable, Node, NodeKind, Owner
-from kg_fuse.fs.planner import Planner
-from kg_fuse.fs.queries import QueryPath, SavedQuery
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.service import QueryService
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.kernel.errnos import (
+    BadHandle,
+    IsDirectory,
+    NoEntry,
+    NotDirectory,
+    NotPermitted,
+    ReadOnly,
+)
+from kg_fuse.fs.kernel.nodes import InodeTable, Node, NodeKind, Owner
+from kg_fuse.fs.kernel.notices import KernelCache
+from kg_fuse.fs.queries.catalog import Catalog
+from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.queries.saved import QueryPath, SavedQuery
+from kg_fuse.fs.tree.attrs import FILE_TIMEOUT, Attributes
+from kg_fuse.fs.tree.control import ScratchFiles
+from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.ingest import IngestBox
 
 log = logging.getLogger(__name__)
 
@@ -64,42 +67,38 @@ def writing(flags: int) -> bool:
     return (flags & os.O_ACCMODE) != os.O_RDONLY
 
 
-async def _settled() -> None:
-    pass
-
-
 @dataclass
 class Tree:
-    """The domain parts of one mount, which every behaviour works with (made and wired
-    by ``mount.assemble``)."""
+    """The domain parts of one mount, which every behaviour works with (made by
+    ``mount.assemble``). Saved queries, their listings and the server's default are
+    reached through ``service`` alone."""
 
     service: QueryService
-    registry: QueryRegistry
-    planner: Planner
-    watcher: ServerWatcher
-    invalidation: Invalidation
     catalog: Catalog
     ingest: IngestBox
     inodes: InodeTable
+    kernel: KernelCache
     scratch: ScratchFiles
     attrs: Attributes
     mountpoint: str = ""
     allow_ontology_delete: bool = False
     allow_document_delete: bool = False
-    # after a committed change: wait until the kernel dropped what it cached (set by the
-    # operations; names that left a listing stop resolving before a write returns)
-    settle: Callable[[], Awaitable[None]] = _settled
+
+    async def settle(self) -> None:
+        """After a committed change: wait until the kernel dropped what it cached (names
+        that left a listing stop resolving before a write returns)."""
+        await self.kernel.flush()
 
     def query(self, node: Node) -> SavedQuery:
         """The saved query a node belongs to (NoEntry once it was removed)."""
-        return self.registry.get(query_path(node.owner))
+        return self.service.get(query_path(node.owner))
 
     async def ontology_exists(self, name: str) -> bool:
         return await self.catalog.ontology(name) is not None
 
     def queries(self, parent: QueryPath) -> list[Entry]:
         return [Entry(q.name, NodeKind.QUERY_DIR, q.key)
-                for q in self.registry.children(parent)]
+                for q in self.service.children(parent)]
 
     def touch(self, node: Node, part: NodeKind | None = None) -> None:
         """The directory ``node`` (or, with ``part``, one of its query's control files'
@@ -107,13 +106,13 @@ class Tree:
         now = time.time_ns()
         if node.kind.owner is not Owner.QUERY:
             self.attrs.touch((node.kind.owner, node.owner), now)
-        elif not self.service.touch(node.owner, now, part):
+        elif not self.service.held.touch(node.owner, now, part):
             log.debug("no query %r to touch", node.owner)
 
     def mtime_ns(self, node: Node, part: NodeKind | None = None) -> int:
         """When the directory ``node`` (or its query's control file ``part``) changed."""
         if node.kind.owner is Owner.QUERY:
-            found = self.service.meta_mtime_ns(node.owner, part)
+            found = self.service.held.meta_mtime_ns(node.owner, part)
             if found is not None:
                 return found
         return self.attrs.meta_mtime_ns((node.kind.owner, node.owner))

@@ -23,7 +23,7 @@ import trio
 
 from kg_fuse.client.api import PAGE_SIZE_MAX, KgApiClient, SearchRequest
 from kg_fuse.client.models import ConceptHit, SearchResponse
-from kg_fuse.fs.cut import Cut, relevance_cut
+from kg_fuse.fs.queries.cut import Cut, relevance_cut
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Saved queries and their persistence, one TOML file per mountpoint.
+"""Saved queries (a directory's name read as query text and a threshold) and their
+persistence, one TOML file per mountpoint.
 
 The file is rewritten atomically (temporary file, fsync, rename) under an advisory lock
 that every writing process takes, so a crash at any moment leaves either the old or the
@@ -14,6 +15,7 @@ import datetime as dt
 import fcntl
 import logging
 import os
+import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -24,13 +26,26 @@ import tomli_w
 
 from kg_fuse import private
 from kg_fuse.client.models import threshold_presets
-from kg_fuse.fs.threshold import INHERIT_WORDS, PRESET_OFFSETS, AutoAdjustment, Threshold
+from kg_fuse.fs.kernel.errnos import InvalidName
+from kg_fuse.fs.kernel.names import UNSAFE
+from kg_fuse.fs.queries.threshold import (
+    INHERIT_WORDS,
+    PRESET_OFFSETS,
+    AutoAdjustment,
+    InvalidThreshold,
+    Threshold,
+    parse_preset,
+    parse_threshold_value,
+)
 from kg_fuse.limits import DEFAULT_LIMIT
 
 log = logging.getLogger(__name__)
 
 STORE_VERSION = 1
 UNREADABLE = (ValueError, KeyError, TypeError, AttributeError)  # what parsing may raise
+_THRESHOLD_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<value>[-+]?[0-9.][0-9.eE+-]*)$", re.DOTALL)
+_PRESET_SUFFIX = re.compile(r"^(?P<text>.*)@(?P<word>exact|standard|comprehensive)$",
+                            re.DOTALL | re.IGNORECASE)
 
 
 class StoreCorrupt(RuntimeError):
@@ -75,6 +90,39 @@ def query_key(path: QueryPath) -> str:
 def scope_of(path: QueryPath) -> str | None:
     """The ontology a query under ``ontology/<name>/`` is scoped to."""
     return path[1] if len(path) >= 3 and path[0] == ONTOLOGY_DIR else None
+
+
+@dataclass(frozen=True)
+class QueryDirName:
+    text: str
+    threshold: Threshold
+
+
+def parse_query_dir_name(name: str) -> QueryDirName:
+    """``"NAME"`` is a query for NAME; ``"NAME@0.8"`` the same with threshold 0.8;
+    ``"NAME@exact"`` (or ``@standard``, ``@comprehensive``) with that preset.
+
+    A suffix that looks numeric but is not a threshold in [0, 1] is refused rather than
+    silently becoming part of the query text.
+    """
+    if name.startswith("."):
+        raise InvalidName("query names may not start with a dot")
+    if UNSAFE.search(name.replace("/", "")):
+        raise InvalidName("query names may not contain control characters")
+    text, threshold = name, None
+    match = _THRESHOLD_SUFFIX.match(name)
+    preset = _PRESET_SUFFIX.match(name)
+    if preset:
+        text, threshold = preset.group("text"), parse_preset(preset.group("word"))
+    elif match:
+        try:
+            threshold = parse_threshold_value(match.group("value"))
+        except InvalidThreshold as exc:
+            raise InvalidName(f"bad threshold suffix in {name!r}: {exc}") from None
+        text = match.group("text")
+    if not text.strip():
+        raise InvalidName("the query text is empty")
+    return QueryDirName(text.strip(), threshold)
 
 
 @dataclass(frozen=True)

@@ -1,42 +1,43 @@
 """How a saved query becomes searches: its thresholds explained, its plan, and the
 creation-time probe that may lower an over-tight typed threshold.
 
-Pure over the registry and the watcher's default, except for the probe (one search,
-with its own deadline): no state of its own.
+Pure over the registry, the watcher's default and the catalog's names, except for the
+probe (one search, with its own deadline): no state of its own.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 
 import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient, SearchRequest
-from kg_fuse.fs.plan import Level, QueryPlan
-from kg_fuse.fs.queries import QueryPath, SavedQuery, scope_of
-from kg_fuse.fs.registry import QueryRegistry
-from kg_fuse.fs.threshold import (
+from kg_fuse.fs.queries.catalog import Catalog
+from kg_fuse.fs.queries.registry import QueryRegistry
+from kg_fuse.fs.queries.saved import QueryPath, SavedQuery, scope_of
+from kg_fuse.fs.queries.searches import Level, QueryPlan
+from kg_fuse.fs.queries.threshold import (
     EffectiveThreshold,
     ThresholdExplanation,
     explain_thresholds,
     floor_adjust,
 )
-from kg_fuse.fs.watcher import ServerWatcher
+from kg_fuse.fs.queries.watcher import ServerWatcher
 
 log = logging.getLogger(__name__)
 
 
 class Planner:
     def __init__(self, client: KgApiClient, registry: QueryRegistry, watcher: ServerWatcher,
-                 ontology_name: Callable[[str], str] = lambda name: name) -> None:
-        """``ontology_name``: an ontology directory's name -> the server's name."""
+                 catalog: Catalog | None = None) -> None:
+        """``catalog``: an ontology directory's name -> the server's name (the same
+        without one)."""
         self._client = client
         self._registry = registry
         self._watcher = watcher
-        self._ontology_name = ontology_name
+        self._catalog = catalog
 
     def explain(self, query: SavedQuery) -> ThresholdExplanation:
         """Every threshold that filters the query's listing, and where each comes from."""
@@ -50,7 +51,9 @@ class Planner:
     def scope(self, path: QueryPath) -> str | None:
         """The server's name of the ontology a scoped query searches in."""
         scope = scope_of(path)
-        return None if scope is None else self._ontology_name(scope)
+        if scope is None or self._catalog is None:
+            return scope
+        return self._catalog.server_name(scope)
 
     def plan(self, query: SavedQuery) -> QueryPlan:
         """What the listing searches: each level at the threshold ``explain`` gives it,
@@ -67,10 +70,10 @@ class Planner:
         return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude,
                          explanation.own.effective.listing_size)
 
-    async def probe(self, query: SavedQuery) -> SavedQuery:
-        """A new ``NAME@0.8`` query: when nothing reaches its threshold, lowered to the
-        suggestion ``.meta/status`` shows (just below the best near miss), never below
-        the server default; else as typed."""
+    async def probe(self, query: SavedQuery) -> float | None:
+        """A new ``NAME@0.8`` query: when nothing reaches its threshold, the suggestion
+        ``.meta/status`` shows (just below the best near miss); None when something
+        does, or the probe failed (the query stays as typed)."""
         assert isinstance(query.threshold, float)
         timeout = self._watcher.probe_timeout
         try:
@@ -81,14 +84,17 @@ class Planner:
                                   ontology=self.scope(query.path)),
                     timeout=timeout,
                 )
-                suggestion = response.suggestion
-                if response.results or suggestion is None:
-                    return query
-                default = await self._watcher.current_default()
         except (errors.KgError, trio.TooSlowError) as exc:
             log.info("creation probe for %r failed, keeping the typed threshold: %s",
                      query.key, exc)
-            return query
+            return None
+        return None if response.results else response.suggestion
+
+    def adjusted(self, query: SavedQuery, suggestion: float, default: float | None
+                 ) -> SavedQuery:
+        """The probed query lowered to the suggestion, never below the server default
+        (as typed while the default is unknown)."""
+        assert isinstance(query.threshold, float)
         if default is None:
             return query
         adjustment = floor_adjust(query.threshold, suggestion, default)

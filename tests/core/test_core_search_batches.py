@@ -100,16 +100,35 @@ async def search_all(app: ServerApp, queries: list[str], at_once: bool
 async def test_concurrent_searches_list_what_sequential_ones_do(
         server_app: ServerApp, shared_app: ServerApp, embedder: Embedder,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Eight searches sent at once to a fresh server embed in two runs, and list the same
-    concepts with the same scores as the same searches one after another elsewhere."""
+    """Eight searches sent at once to a fresh server embed in two runs (the query of noise
+    in none), and list the same concepts with the same scores as the same searches one
+    after another elsewhere."""
     assert server_app is not shared_app
     one_by_one = await search_all(shared_app, QUERIES, at_once=False)
     held = HeldSession(embedder._session)
     monkeypatch.setattr(embedder, "_session", held)
     together = await search_all(server_app, QUERIES, at_once=True)
-    assert held.batches == [1, len(QUERIES) - 1]
+    assert held.batches == [1, len(QUERIES) - 2]
     assert any(one_by_one.values())
     for query in QUERIES:
         assert [cid for cid, _ in together[query]] == [cid for cid, _ in one_by_one[query]]
         assert [s for _, s in together[query]] == pytest.approx(
             [s for _, s in one_by_one[query]], abs=1e-5)
+
+
+async def test_a_query_of_noise_lists_nothing_without_running_the_model(
+        server_app: ServerApp, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query none of whose words the corpus knows counts its vector for nothing, so its
+    search runs no model (the same answer, without the cost): at the default it lists
+    nothing, and at 0 every concept scores 0."""
+    noise = "vlorp snizzle"  # asked nowhere else: no answer of it is cached
+    assert server_app.graph.read(noise).familiarity(None) == 0
+    held = HeldSession(embedder._session)
+    monkeypatch.setattr(embedder, "_session", held)
+    async with server_app.http("user") as http:
+        default = (await http.post("/query/search", json={"query": noise})).json()
+        at_zero = (await http.post("/query/search",
+                                   json={"query": noise, "min_similarity": 0.0})).json()
+    assert held.batches == []
+    assert default["results"] == [] and default["near_misses"] is None
+    assert at_zero["count"] > 0 and {r["score"] for r in at_zero["results"]} == {0.0}

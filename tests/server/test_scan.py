@@ -146,3 +146,46 @@ def test_no_row_at_or_above_the_threshold_is_ever_lost(case, data) -> None:
         subset = np.flatnonzero(data.draw(hnp.arrays(np.bool_, len(rows))))
         got = scan.above(query, threshold, rows=subset)[0]
         assert set(got.tolist()) == exact(rows, query, threshold, subset)
+
+
+def needed(rows: np.ndarray, query: np.ndarray, threshold: float, count: int,
+           ceiling: float) -> set[int]:
+    """The rows a search ranking the best ``count`` needs: at or above the threshold,
+    and at least the ``count``-th best score (ties included) or the ceiling."""
+    scores = exact_scores(rows, query)
+    above = np.sort(scores[scores >= threshold])[::-1]
+    best = above[count - 1] if len(above) >= count else -np.inf
+    return set(np.flatnonzero((scores >= threshold) & (scores >= min(best, ceiling))).tolist())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(boundary_cases(), st.integers(1, 12), st.sampled_from([np.inf, 0.0, 0.3, 1.0]))
+def test_the_best_rows_are_never_lost(case, count: int, ceiling: float) -> None:
+    rows, query, threshold, block = case
+    with mock.patch.object(scan_module, "BLOCK_ROWS", block):
+        scan = QuantisedScan(rows)
+        positions, scores = scan.above(query, threshold, top=(count, ceiling))
+        got = set(positions.tolist())
+        assert needed(rows, query, threshold, count, ceiling) <= got
+        assert got <= exact(rows, query, threshold)
+        assert np.array_equal(scores, exact_scores(rows[positions], query))
+
+
+def test_ranking_the_best_few_rescores_a_few() -> None:
+    """A search for the best 10 at a threshold most rows pass (the closest concepts of
+    a short page) rescores a few dozen rows, not the thousands above the threshold."""
+    rng = np.random.default_rng(6)
+    matrix = vectors(rng, 20_000)
+    scan = QuantisedScan(matrix)
+    query = near(rng, matrix[17], 0.1)
+    assert len(exact(matrix, query, 1e-6)) > 5_000
+    positions, _ = scan.above(query, 1e-6, top=(10, np.inf))
+    assert needed(matrix, query, 1e-6, 10, np.inf) <= set(positions.tolist())
+    assert len(positions) < 200
+
+
+def test_a_zero_query_scores_nothing_above_zero() -> None:
+    matrix = vectors(np.random.default_rng(7), 1_000)
+    scan = QuantisedScan(matrix)
+    assert scan.above(np.zeros(384, np.float32), 1e-6)[0].size == 0
+    assert len(scan.above(np.zeros(384, np.float32), 0.0)[0]) == 1_000

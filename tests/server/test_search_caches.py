@@ -41,6 +41,35 @@ def test_top_k_is_the_prefix_of_the_full_ranking(seed: int) -> None:
                                     keyword=prepared) == full[:k]
 
 
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_top_k_is_the_prefix_with_familiarity_and_clipped_scores(seed: int) -> None:
+    """The same with the familiarity factors (keyword rows' own, ``rest`` for the others)
+    and a long query vector, so that many scores clip to 1 and tie (ranked by id)."""
+    index = random_index(seed)
+    rng = np.random.default_rng(seed + 20)
+    query = (index.matrix[7] + rng.standard_normal(16).astype(np.float32) * 0.3) * 3
+    keyword = {cid: float(v) for cid, v in zip(index.ids[::9], rng.uniform(0, 1, 45),
+                                               strict=False)}
+    factors = {cid: float(f) for cid, f in zip(index.ids[::18], rng.uniform(0.2, 1, 23),
+                                               strict=False)}
+    # the best rows by vector score, with keyword scores but made unfamiliar: they fall
+    # behind rows without keywords, which the ranking still has to find
+    best = np.argsort(-(index.matrix @ query))[:30:2]
+    keyword.update({index.ids[r]: 0.01 for r in best})
+    factors.update({index.ids[r]: 0.1 for r in best})
+    clipped = 0
+    for rest in (1.0, 0.5, 0.25):
+        prepared = index.keyword_rows(keyword, factors, rest)
+        for threshold in (0.0, 1e-6, 0.3, 0.9):
+            for ontology in (None, "odd"):
+                full = index.search(query, threshold, ontology=ontology, keyword=prepared)
+                clipped = max(clipped, sum(score == 1.0 for _, score in full))
+                for k in (1, 5, 12, 50, 1000):
+                    assert index.search(query, threshold, ontology=ontology, top_k=k,
+                                        keyword=prepared) == full[:k]
+    assert clipped > 12  # ties at 1 across the cut
+
+
 def test_a_new_generation_empties_the_cache() -> None:
     cache: GenerationCache[str, int] = GenerationCache(8)
     first, second = object(), object()

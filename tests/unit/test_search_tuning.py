@@ -27,7 +27,8 @@ NOT_TUNED = {
     ("understand.py", "TYPO_MIN_CHARS"), ("understand.py", "TYPO_MAX_CHARS"),
     ("keywords.py", "CACHED_TERMS"), ("searcher.py", "PREPARED_QUERIES"),
     ("lexicon.py", "CACHED_STEMS"),
-    ("scan.py", "BLOCK_ROWS"), ("scan.py", "_MARGIN"), ("understand.py", "UNFAMILIARITY"),
+    ("scan.py", "BLOCK_ROWS"), ("scan.py", "_MARGIN"), ("scan.py", "_GAP"),
+    ("understand.py", "UNFAMILIARITY"),
 }
 
 

@@ -93,6 +93,17 @@ def load_fused(store: Store, ids: list[str] | None = None) -> dict[str, np.ndarr
     return {cid: fuse(v) for cid, v in views.items()}
 
 
+def _best_of(top_k: int | None, keyword_rows: np.ndarray, floor: float, rest: float
+             ) -> tuple[int, float] | None:
+    """What :meth:`ConceptIndex.search` needs of the vector scan when it ranks only the
+    best ``top_k``: the best ``top_k`` plain rows, so the best ``top_k`` plus as many as
+    have keyword scores (those are scored apart), and every row whose score clips to 1
+    (ties, which go by id). Below a score of 0 all tie too, so only above a floor."""
+    if top_k is None or floor <= 0 or rest < 1e-6:
+        return None
+    return top_k + len(keyword_rows), (1.0 - 1e-6) / float(np.float32(rest))
+
+
 @dataclass(frozen=True)
 class ConceptIndex:
     """Concept ids, their fused-vector rows, and per-ontology row sets (immutable)."""
@@ -181,18 +192,18 @@ class ConceptIndex:
         floor = threshold if threshold > 0 else -2.0  # merged scores clip below at 0
         kw = keyword if isinstance(keyword, KeywordRows) else self.keyword_rows(keyword)
         at, values, factors, rest = kw
-        if rest > 0 or floor <= 0:  # at threshold 0 every concept is listed, as 0 if need be
-            positions, vec = self.scanner.above(vector, floor / rest if floor > 0 else floor,
-                                                rows=rows)
-            scores = np.clip(vec * np.float32(rest), 0.0, 1.0)
-        else:  # only rows with evidence can score
-            positions, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         if rows is not None and at.size:
             inside = np.zeros(len(self.ids), bool)
             inside[rows] = True
             keep = inside[at]
             at, values = at[keep], values[keep]
             factors = factors[keep] if factors is not None else None
+        if rest > 0 or floor <= 0:  # at threshold 0 every concept is listed, as 0 if need be
+            positions, vec = self.scanner.above(vector, floor / rest if floor > 0 else floor,
+                                                rows=rows, top=_best_of(top_k, at, floor, rest))
+            scores = np.clip(vec * np.float32(rest), 0.0, 1.0)
+        else:  # only rows with evidence can score
+            positions, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         if at.size:
             exact = exact_scores(self.matrix[at], vector)
             if factors is not None:

@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - exercised by the tests with numkong hi
 
 BLOCK_ROWS = 32_768  # 12 MiB of codes, 128 KiB of products: filtered while in cache
 _MARGIN = 1e-5  # float32 rounding of the estimate and its bound, relative to their size
+_GAP = 1e-9  # how far below the best a row left out by ``top`` scores, at least
 _POOL = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="scan")
 
 
@@ -113,23 +114,31 @@ class QuantisedScan:
         self._code_norm = np.delete(self._code_norm, positions)
         self._residual = np.delete(self._residual, positions)
 
-    def above(self, query: np.ndarray, threshold: float, rows: np.ndarray | None = None
-              ) -> tuple[np.ndarray, np.ndarray]:
+    def above(self, query: np.ndarray, threshold: float, rows: np.ndarray | None = None,
+              top: tuple[int, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Positions (into the matrix) and exact scores (float64 products of the float32
         rows) of the rows scoring at least ``threshold``, in position order; ``rows``
-        restricts the scan to a subset."""
+        restricts the scan to a subset.
+
+        ``top = (count, ceiling)`` asks only for the best: rows scoring below both the
+        ``count``-th best score and ``ceiling`` may be left out (their bounds prove it
+        without rescoring them). A search at a low threshold that ranks a few (the
+        closest concepts) then rescores a few dozen rows, not thousands.
+        """
         if len(self.matrix) == 0 or (rows is not None and len(rows) == 0):
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         query = np.asarray(query, dtype=np.float32)
+        if threshold > 0 and not query.any():  # every score is 0 (a query of noise)
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
         candidates = _Candidates(query, threshold)
         if rows is None:
             found = candidates.scan(self._codes, self._scales, self._code_norm,
-                                    self._residual)
+                                    self._residual, top)
             positions = found
         else:
             rows = np.asarray(rows, dtype=np.int64)
             found = candidates.scan(self._codes[rows], self._scales[rows],
-                                    self._code_norm[rows], self._residual[rows])
+                                    self._code_norm[rows], self._residual[rows], top)
             positions = rows[found]
         scores = exact_scores(self.matrix[positions], query)
         keep = scores >= threshold
@@ -154,8 +163,9 @@ class _Candidates:
         self.threshold = threshold
 
     def scan(self, codes: np.ndarray, scales: np.ndarray, code_norm: np.ndarray,
-             residual: np.ndarray) -> np.ndarray:
-        """Row numbers (into ``codes``) of the candidates, in order."""
+             residual: np.ndarray, top: tuple[int, float] | None = None) -> np.ndarray:
+        """Row numbers (into ``codes``) of the candidates, in order (``top``: see
+        :meth:`QuantisedScan.above`)."""
         # the loosest bound of any row gives a one-compare filter; each survivor is then
         # checked against its own bound
         largest = float(code_norm.max())
@@ -165,7 +175,7 @@ class _Candidates:
         cut = np.float32((self.threshold - widest - slack) / self.q_scale)
         out_dtype = "float32" if codes.shape[1] * 127 * 127 < 2**24 else "float64"
 
-        def block(start: int) -> np.ndarray:
+        def block(start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             stop = min(start + BLOCK_ROWS, len(codes))
             products = np.empty((1, stop - start), out_dtype)  # exact integer sums
             if numkong is None:
@@ -179,10 +189,31 @@ class _Candidates:
             loose = np.flatnonzero(estimate >= cut)
             at = loose + start
             bound = code_norm[at] * self.a + residual[at] * self.b + self.c
-            close = estimate[loose] * np.float32(self.q_scale) + bound >= self.threshold
-            return at[close]
+            value = estimate[loose] * np.float32(self.q_scale)
+            close = value + bound >= self.threshold
+            return at[close], value[close], bound[close]
 
         starts = range(0, len(codes), BLOCK_ROWS)
         if len(starts) == 1:
-            return block(0)
-        return np.concatenate(list(_POOL.map(block, starts)))
+            at, value, bound = block(0)
+        else:
+            at, value, bound = (np.concatenate(part) for part in
+                                zip(*_POOL.map(block, starts), strict=True))
+        if top is None or len(at) <= top[0]:
+            return at
+        return at[_best(value, bound, *top)]
+
+
+def _best(value: np.ndarray, bound: np.ndarray, count: int, ceiling: float) -> np.ndarray:
+    """Which candidates may score at least the ``count``-th best score or ``ceiling``.
+
+    A row whose upper bound is below the ``count``-th largest lower bound has ``count``
+    rows surely above it. Left out are only rows at least ``_GAP`` below both, so that
+    scaling the scores afterwards (float64, by a factor far from 0) cannot round a left
+    out row into a tie with a kept one.
+    """
+    value, bound = value.astype(np.float64), bound.astype(np.float64)
+    rounding = _MARGIN * (1.0 + np.abs(value))  # the float32 estimate's, as in the cut
+    lower, upper = value - bound - rounding, value + bound + rounding
+    kth = np.partition(lower, len(lower) - count)[len(lower) - count]
+    return upper >= min(kth, ceiling) - _GAP

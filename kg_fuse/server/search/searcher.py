@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.embedding.embedder import DIMENSIONS, Embedder
 from kg_fuse.server.search import keywords, tuning
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
@@ -76,14 +76,24 @@ class Searcher:
             None, keywords.TermCache())
         self._prepared: GenerationCache[str, PreparedQuery] = GenerationCache(
             PREPARED_QUERIES)
+        self._readings: GenerationCache[str, QueryReading] = GenerationCache(
+            PREPARED_QUERIES)
 
     # -- reading and scoring a query ---------------------------------------------------
 
     def read(self, query: str) -> QueryReading:
-        """The query's words read against this corpus (:mod:`.understand`)."""
-        return read_query(query, self.vocabulary, self.lexicon)
+        """The query's words read against this corpus (:mod:`.understand`), cached per
+        vocabulary: a search reads its query twice (to score it, and to say which words
+        were unknown), and WordNet look-ups are most of a new query's Python time."""
+        vocabulary = self.vocabulary
+        found = self._readings.get((vocabulary,), query)
+        if found is None:
+            found = read_query(query, vocabulary, self.lexicon)
+            self._readings.put((vocabulary,), query, found)
+        return found
 
-    def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex
+    def scored_query(self, reading: QueryReading, vector: np.ndarray, index: ConceptIndex,
+                     match: keywords.KeywordMatch | None = None
                      ) -> tuple[np.ndarray, KeywordRows]:
         """The query vector and its keyword rows: the two halves of the final score.
 
@@ -91,11 +101,13 @@ class Searcher:
         there (:meth:`QueryReading.familiarity`): the vector carries the best case, the
         keyword rows each concept's own share of it and ``rest`` everyone else's. A
         query of noise (familiarity 0 even at its best) has neither: no keyword lookups.
+        ``match``: the keyword scores if already looked up.
         """
         best = reading.familiarity(None)
         if best <= 0:
             return vector * np.float32(0.0), index.keyword_rows({})
-        match = self.keyword_scores(reading, index)
+        if match is None:
+            match = self.keyword_scores(reading, index)
         factors = {cid: reading.familiarity(at) / best for cid, at in match.bridged.items()}
         rest = reading.familiarity({}) / best
         return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest)
@@ -123,9 +135,14 @@ class Searcher:
         found = self._prepared.get(generation, query)
         if found is None:
             reading = self.read(query)
-            vector, keyword = self.scored_query(
-                reading, self.embedder.encode_one(reading.embedded_text(query)), index)
-            found = PreparedQuery(vector, keyword)
+            if reading.familiarity(None) <= 0:  # noise: its vector counts for 0, unembedded
+                found = PreparedQuery(np.zeros(DIMENSIONS, np.float32), index.keyword_rows({}))
+            else:
+                # keywords first: searches queued for the model's next run look theirs up
+                # while it runs (it releases the GIL), not one after another after it
+                match = self.keyword_scores(reading, index)
+                vector = self.embedder.encode_one(reading.embedded_text(query))
+                found = PreparedQuery(*self.scored_query(reading, vector, index, match))
             self._prepared.put(generation, query, found)
         return found
 

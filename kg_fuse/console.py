@@ -2,7 +2,7 @@
 one line with a hint, help that keeps paths whole) and the one place that turns a
 command's failures into one line on stderr and an exit code from :mod:`kg_fuse.exits`
 (``KG_FUSE_DEBUG=1`` shows the traceback of an unexpected error). Used by ``kg-fuse``
-(:mod:`kg_fuse.cli`) and by the server's commands run on their own.
+(:mod:`kg_fuse.cli`), which only registers each folder's commands.
 """
 
 from __future__ import annotations

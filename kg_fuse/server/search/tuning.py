@@ -216,7 +216,7 @@ COMPREHENSIVE_MAX_DROP = Tuned(
 FALLBACK_OFFSETS = Tuned(
     {"exact": 0.10, "comprehensive": -0.06},
     "the presets' offsets from the default without a calibration report",
-    "not measured: the mount's own fallback (kg_fuse/fs/threshold.py PRESET_OFFSETS), "
+    "not measured: the mount's own fallback (kg_fuse/fs/queries/threshold.py PRESET_OFFSETS), "
     "which they must equal")
 
 # -- the near-miss hint (searcher.py) ------------------------------------------------------

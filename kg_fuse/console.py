@@ -3,6 +3,9 @@ one line with a hint, help that keeps paths whole) and the one place that turns 
 command's failures into one line on stderr and an exit code from :mod:`kg_fuse.exits`
 (``KG_FUSE_DEBUG=1`` shows the traceback of an unexpected error). Used by ``kg-fuse``
 (:mod:`kg_fuse.cli`), which only registers each folder's commands.
+
+Each folder declares its commands as data (:class:`Command`, :func:`option`) and adds them
+with :func:`add_commands`, so a command's name, help, options and handler stand in one row.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import argparse
 import os
 import sys
 import textwrap
-from collections.abc import Callable
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from kg_fuse import exits, version
 from kg_fuse.exits import CommandError
@@ -68,6 +72,57 @@ class VersionAction(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:  # type: ignore[no-untyped-def]
         print(f"kg-fuse {version()}")
         raise SystemExit(0)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``add_argument`` call: its flags (or positional name) and keywords."""
+
+    flags: tuple[str, ...]
+    settings: dict[str, Any]
+
+
+def option(*flags: str, **settings: Any) -> Option:
+    return Option(flags, settings)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: what ``--help`` says, its options, and the function that runs it
+    (``handler``), or its own sub-commands (``actions``, named ``ACTION``). The
+    description is prose, written as it reads: its line breaks and indents are folded."""
+
+    name: str
+    help: str
+    description: str
+    options: Sequence[Option] = ()
+    handler: Callable[[argparse.Namespace], int] | None = None
+    actions: Sequence[Command] = field(default_factory=tuple)
+
+
+def add_commands(subparsers: argparse._SubParsersAction, commands: Sequence[Command],
+                 prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Add each command (and its actions) to ``subparsers``; returns the parsers made, by
+    their command line (``"server start"``)."""
+    made: dict[str, argparse.ArgumentParser] = {}
+    for command in commands:
+        parser = subparsers.add_parser(command.name, help=command.help,
+                                       description=" ".join(command.description.split()))
+        for opt in command.options:
+            parser.add_argument(*opt.flags, **opt.settings)
+        if command.handler is not None:
+            parser.set_defaults(func=command.handler)
+        made[prefix + command.name] = parser
+        if command.actions:
+            actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                            title="actions")
+            made |= add_commands(actions, command.actions, prefix=f"{command.name} ")
+    return made
+
+
+def forwarded_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """A parser's options (not ``--help``), for a command that passes them on."""
+    return [a for a in parser._actions if a.option_strings and a.dest != "help"]
 
 
 def _server_missing(exc: ModuleNotFoundError) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
+from kg_fuse.console import Command, add_commands, option
 from kg_fuse.exits import UsageError
 
 SERVER_UNIT = "kg-fuse-server.service"
@@ -138,35 +139,44 @@ def uninstall(directory: Path) -> list[Path]:
     return removed
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    systemd = subparsers.add_parser(
+def _commands() -> list[Command]:
+    """``systemd install`` and ``systemd uninstall``, as data (built when the parser is, so
+    the unit directory their help names follows the environment)."""
+    return [Command(
         "systemd", help="write systemd user units: the server and every mount at login",
-        description="Write systemd user units so the embedded server and each mount come "
-                    "back at login: one unit per --mount (every one, not only the first), "
-                    "each enabled in default.target. Then run the printed systemctl "
-                    "command once.")
-    actions = systemd.add_subparsers(dest="action", required=True, metavar="ACTION",
-                                     title="actions")
-    add = actions.add_parser("install", help="write and enable the units",
-                             description="Write and enable kg-fuse-server.service and one "
-                                         "kg-fuse-mount-PATH.service per --mount.")
-    add.add_argument("--mount", dest="mounts", type=Path, action="append", default=[],
-                     metavar="MOUNTPOINT", help="a mountpoint to mount at login (repeatable)")
-    add.add_argument("--api-url", default=None,
-                     help="mount this API instead of the embedded server (no server unit)")
-    add.add_argument("--no-server", action="store_true",
-                     help="do not write the embedded server's unit")
-    add.add_argument("--no-enable", action="store_true",
-                     help="write the units without enabling them")
-    add.add_argument("--unit-dir", type=Path, default=None,
-                     help=f"where to write the units (default: {unit_dir()})")
-    add.set_defaults(func=install_command)
-    remove = actions.add_parser("uninstall", help="remove every kg-fuse unit",
-                                description="Remove every kg-fuse-*.service unit and its "
-                                            "enable link (stop them first).")
-    remove.add_argument("--unit-dir", type=Path, default=None,
-                        help=f"where the units are (default: {unit_dir()})")
-    remove.set_defaults(func=uninstall_command)
+        description="""Write systemd user units so the embedded server and each mount come back at
+        login: one unit per --mount (every one, not only the first), each enabled in
+        default.target. Then run the printed systemctl command once.""",
+        actions=[
+            Command("install", help="write and enable the units",
+                    description="Write and enable kg-fuse-server.service and one "
+                                "kg-fuse-mount-PATH.service per --mount.",
+                    handler=install_command, options=[
+                        option("--mount", dest="mounts", type=Path, action="append",
+                               default=[], metavar="MOUNTPOINT",
+                               help="a mountpoint to mount at login (repeatable)"),
+                        option("--api-url", default=None,
+                               help="mount this API instead of the embedded server (no "
+                                    "server unit)"),
+                        option("--no-server", action="store_true",
+                               help="do not write the embedded server's unit"),
+                        option("--no-enable", action="store_true",
+                               help="write the units without enabling them"),
+                        option("--unit-dir", type=Path, default=None,
+                               help=f"where to write the units (default: {unit_dir()})"),
+                    ]),
+            Command("uninstall", help="remove every kg-fuse unit",
+                    description="Remove every kg-fuse-*.service unit and its enable link "
+                                "(stop them first).",
+                    handler=uninstall_command, options=[
+                        option("--unit-dir", type=Path, default=None,
+                               help=f"where the units are (default: {unit_dir()})"),
+                    ]),
+        ])]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    add_commands(subparsers, _commands())
 
 
 def install_command(args: argparse.Namespace) -> int:

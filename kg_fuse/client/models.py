@@ -69,6 +69,11 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+def _dict_or_none(value: Any) -> dict[str, Any] | None:
+    """An optional JSON object: anything else reads as absent."""
+    return value if isinstance(value, dict) else None
+
+
 def finite_number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ServerFault(f"{where}: not a finite number")
@@ -96,6 +101,16 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _concept_heading(body: dict[str, Any], where: str) -> dict[str, Any]:
+    """The fields a search result and a concept's details share, parsed the same way."""
+    return {
+        "concept_id": _field(body, "concept_id", str, where),
+        "label": clean_text(_field(body, "label", str, where)),
+        "description": clean_text(_optional(body, "description", str, where) or ""),
+        "ontologies": _strings(body.get("documents"), where),
+    }
+
+
 @dataclass(frozen=True)
 class ConceptHit:
     """One search result."""
@@ -111,11 +126,8 @@ class ConceptHit:
         where = "search result"
         body = _object(raw, where)
         return cls(
-            concept_id=_field(body, "concept_id", str, where),
-            label=clean_text(_field(body, "label", str, where)),
-            description=clean_text(_optional(body, "description", str, where) or ""),
+            **_concept_heading(body, where),
             score=finite_number(body.get("score"), where),
-            ontologies=_strings(body.get("documents"), where),
         )
 
 
@@ -203,6 +215,18 @@ class Evidence:
     filename: str | None = None
     full_text: str = ""  # the whole chunk, which may hold several paragraphs
 
+    @classmethod
+    def parse(cls, raw: Any) -> Evidence:
+        inst = _object(raw, "concept instance")
+        paragraph = inst.get("paragraph")
+        return cls(
+            quote=_text(inst.get("quote"), ""),
+            document=_text(inst.get("document"), ""),
+            paragraph=paragraph if isinstance(paragraph, int) else None,
+            filename=_text(inst.get("filename"), None),
+            full_text=_text(inst.get("full_text"), ""),
+        )
+
 
 @dataclass(frozen=True)
 class Relationship:
@@ -210,6 +234,17 @@ class Relationship:
     to_id: str
     to_label: str
     confidence: float | None
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> Relationship:
+        rel = _object(raw, "relationship")
+        confidence = rel.get("confidence")
+        return cls(
+            rel_type=str(rel.get("rel_type") or "RELATED_TO"),
+            to_id=str(rel.get("to_id") or ""),
+            to_label=clean_text(str(rel.get("to_label") or rel.get("to_id") or "")),
+            confidence=finite_number(confidence, where) if confidence is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -226,39 +261,12 @@ class ConceptDetail:
     def parse(cls, raw: Any) -> ConceptDetail:
         where = "concept"
         body = _object(raw, where)
-        evidence = []
-        for item in body.get("instances") or []:
-            inst = _object(item, "concept instance")
-            paragraph = inst.get("paragraph")
-            evidence.append(
-                Evidence(
-                    quote=_text(inst.get("quote"), ""),
-                    document=_text(inst.get("document"), ""),
-                    paragraph=paragraph if isinstance(paragraph, int) else None,
-                    filename=_text(inst.get("filename"), None),
-                    full_text=_text(inst.get("full_text"), ""),
-                )
-            )
-        relationships = []
-        for item in body.get("relationships") or []:
-            rel = _object(item, "relationship")
-            confidence = rel.get("confidence")
-            relationships.append(
-                Relationship(
-                    rel_type=str(rel.get("rel_type") or "RELATED_TO"),
-                    to_id=str(rel.get("to_id") or ""),
-                    to_label=clean_text(str(rel.get("to_label") or rel.get("to_id") or "")),
-                    confidence=finite_number(confidence, where) if confidence is not None else None,
-                )
-            )
         return cls(
-            concept_id=_field(body, "concept_id", str, where),
-            label=clean_text(_field(body, "label", str, where)),
-            description=clean_text(_optional(body, "description", str, where) or ""),
-            ontologies=_strings(body.get("documents"), where),
-            evidence=tuple(evidence),
-            relationships=tuple(relationships),
+            **_concept_heading(body, where),
             signature=_text(body.get("signature"), ""),
+            evidence=tuple(Evidence.parse(item) for item in body.get("instances") or []),
+            relationships=tuple(Relationship.parse(item, where)
+                                for item in body.get("relationships") or []),
         )
 
 
@@ -278,17 +286,14 @@ class CatalogNode:
         where = "catalog node"
         body = _object(raw, where)
         count = body.get("child_count")
-        properties = body.get("properties")
-        properties = properties if isinstance(properties, dict) else {}
-        created = properties.get("created_at")
-        warnings = properties.get("warnings")
+        properties = _dict_or_none(body.get("properties")) or {}
         return cls(
             id=_field(body, "id", str, where),
             name=clean_text(_field(body, "name", str, where)),
             kind=str(body.get("kind") or ""),
             child_count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
-            created_ns=timestamp_ns(created),
-            warnings=_texts(warnings),
+            created_ns=timestamp_ns(properties.get("created_at")),
+            warnings=_texts(properties.get("warnings")),
         )
 
 
@@ -361,13 +366,11 @@ class JobStatus:
     def parse(cls, raw: Any) -> JobStatus:
         where = "job"
         body = _object(raw, where)
-        progress = body.get("progress")
-        result = body.get("result")
-        warnings = result.get("warnings") if isinstance(result, dict) else None
+        result = _dict_or_none(body.get("result")) or {}
         return cls(
             job_id=_field(body, "job_id", str, where),
             status=_field(body, "status", str, where),
-            progress=progress if isinstance(progress, dict) else None,
+            progress=_dict_or_none(body.get("progress")),
             error=_text(body.get("error"), None),
-            warnings=_texts(warnings),
+            warnings=_texts(result.get("warnings")),
         )

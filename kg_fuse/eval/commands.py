@@ -9,35 +9,41 @@ import argparse
 import sys
 from pathlib import Path
 
+from kg_fuse.console import Command, add_commands, option
 from kg_fuse.eval import sets
 from kg_fuse.limits import DEFAULT_LIMIT
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def _command() -> Command:
     names = ", ".join(sets.builtin_names())
-    ev = subparsers.add_parser(
+    return Command(
         "eval", help="measure search quality: gibberish vs relevant queries at the default",
         description="Run a query set against a server and print, ADR-508 style, the best "
                     "scores of gibberish and relevant queries and what the default listing "
-                    f"shows. Built-in sets: {names}.")
-    ev.add_argument("--set", dest="query_sets", action="append", metavar="NAME|FILE",
-                    help=f"a built-in set ({names}) or a .toml file; repeat it to run "
-                         "several sets against the same server (default: stdlib)")
-    ev.add_argument("--api-url", help="the API address (default: the embedded server's)")
-    ev.add_argument("--client-id", help="OAuth client id (use with --client-secret-file)")
-    ev.add_argument("--client-secret-file", help="file holding the OAuth client secret")
-    ev.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
-                    help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})")
-    ev.add_argument("--no-cut", action="store_true",
-                    help="list everything above the default, as an explicit threshold does "
-                         "(without it, a listing stops where the mount's relevance cut "
-                         "stops it)")
-    ev.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    ev.add_argument("--plot", type=Path, metavar="FILE.png",
-                    help="draw, per set, both score distributions with the default marked "
-                         "and each query's listing size against its judged precision "
-                         "(needs kg-fuse[plot])")
-    ev.set_defaults(func=cmd_eval)
+                    f"shows. Built-in sets: {names}.",
+        handler=cmd_eval, options=[
+            option("--set", dest="query_sets", action="append", metavar="NAME|FILE",
+                   help=f"a built-in set ({names}) or a .toml file; repeat it to run "
+                        "several sets against the same server (default: stdlib)"),
+            option("--api-url", help="the API address (default: the embedded server's)"),
+            option("--client-id", help="OAuth client id (use with --client-secret-file)"),
+            option("--client-secret-file", help="file holding the OAuth client secret"),
+            option("--limit", type=int, default=DEFAULT_LIMIT,
+                   help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})"),
+            option("--no-cut", action="store_true",
+                   help="list everything above the default, as an explicit threshold does "
+                        "(without it, a listing stops where the mount's relevance cut "
+                        "stops it)"),
+            option("--json", action="store_true", help="print machine-readable JSON"),
+            option("--plot", type=Path, metavar="FILE.png",
+                   help="draw, per set, both score distributions with the default marked "
+                        "and each query's listing size against its judged precision "
+                        "(needs kg-fuse[plot])"),
+        ])
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    add_commands(subparsers, [_command()])
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
+from kg_fuse.console import Command, add_commands, forwarded_options, option
 from kg_fuse.exits import CommandError, UsageError
 
 if TYPE_CHECKING:
@@ -26,74 +27,82 @@ READY_TIMEOUT = 30.0
 _MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to forward
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    mount = subparsers.add_parser(
-        "mount", help="mount saved queries at MOUNTPOINT",
-        description="Mount the saved-query filesystem at MOUNTPOINT, an empty directory. "
-                    "Without --foreground it returns once the mount is ready (or failed, "
-                    "with the reason). Saved queries persist per mountpoint. Needs a "
-                    "server: 'kg-fuse server start' for the embedded one, or --api-url.")
-    mount.add_argument("mountpoint", type=Path, help="an existing, empty directory")
-    mount.add_argument("--api-url", help="the API address (default: $KG_API_URL, else the "
-                       "embedded server's)")
-    mount.add_argument("--client-id", help="OAuth client id (use with --client-secret-file)")
-    mount.add_argument("--client-secret-file", help="file holding the OAuth client secret")
-    mount.add_argument("--admin", action="store_true",
-                       help="use the embedded server's admin client instead of the ordinary one")
-    mount.add_argument("--foreground", "-f", action="store_true",
-                       help="stay attached until unmounted or Ctrl-C (systemd uses this)")
-    mount.add_argument("--nonempty", action="store_true",
+def _commands() -> list[Command]:
+    """``mount``, ``unmount`` and ``status``, as data (built when the parser is, so the
+    paths their help names follow the environment)."""
+    return [
+        Command(
+            "mount", help="mount saved queries at MOUNTPOINT",
+            description="""Mount the saved-query filesystem at MOUNTPOINT, an empty directory.
+            Without --foreground it returns once the mount is ready (or failed, with the
+            reason). Saved queries persist per mountpoint. Needs a server: 'kg-fuse server
+            start' for the embedded one, or --api-url.""",
+            handler=cmd_mount, options=[
+                option("mountpoint", type=Path, help="an existing, empty directory"),
+                option("--api-url", help="the API address (default: $KG_API_URL, else the "
+                       "embedded server's)"),
+                option("--client-id", help="OAuth client id (use with --client-secret-file)"),
+                option("--client-secret-file", help="file holding the OAuth client secret"),
+                option("--admin", action="store_true",
+                       help="use the embedded server's admin client instead of the ordinary "
+                            "one"),
+                option("--foreground", "-f", action="store_true",
+                       help="stay attached until unmounted or Ctrl-C (systemd uses this)"),
+                option("--nonempty", action="store_true",
                        help="mount over a directory that holds files (they stay hidden, "
-                            "untouched, until unmount)")
-    mount.add_argument("--poll-interval", type=float, default=5.0,
+                            "untouched, until unmount)"),
+                option("--poll-interval", type=float, default=5.0,
                        help="seconds between checks of the server's epoch and default "
-                            "threshold; a change refreshes listings")
-    mount.add_argument("--max-age", type=float, default=60.0,
-                       help="refetch a listing at least this often, in seconds")
-    mount.add_argument("--timeout", type=float, default=5.0,
-                       help="deadline of each HTTP request, in seconds")
-    mount.add_argument("--probe-timeout", type=float, default=2.0,
-                       help="deadline of the creation-time probe, in seconds")
-    mount.add_argument("--ingest-delay", type=float, default=2.0,
+                            "threshold; a change refreshes listings"),
+                option("--max-age", type=float, default=60.0,
+                       help="refetch a listing at least this often, in seconds"),
+                option("--timeout", type=float, default=5.0,
+                       help="deadline of each HTTP request, in seconds"),
+                option("--probe-timeout", type=float, default=2.0,
+                       help="deadline of the creation-time probe, in seconds"),
+                option("--ingest-delay", type=float, default=2.0,
                        help="seconds between closing a file in ingest/ and its upload, "
-                            "during which rm cancels and mv redirects it")
-    mount.add_argument("--allow-ontology-delete", action="store_true",
-                       help="let rmdir ontology/NAME delete the ontology on the server")
-    mount.add_argument("--allow-document-delete", action="store_true",
+                            "during which rm cancels and mv redirects it"),
+                option("--allow-ontology-delete", action="store_true",
+                       help="let rmdir ontology/NAME delete the ontology on the server"),
+                option("--allow-document-delete", action="store_true",
                        help="let rm ontology/NAME/documents/FILE delete the document on "
-                            "the server")
-    mount.add_argument("--start-empty", action="store_true",
+                            "the server"),
+                option("--start-empty", action="store_true",
                        help="after a refusal to mount because the saved-query store was "
                             "unreadable: start with no saved queries (the unreadable file "
-                            "stays where the refusal said)")
-    mount.add_argument("--restore-store", type=Path, metavar="FILE",
+                            "stays where the refusal said)"),
+                option("--restore-store", type=Path, metavar="FILE",
                        help="after such a refusal: make FILE (the repaired store) the "
-                            "saved-query store again, then mount")
-    mount.add_argument("--log-file", type=Path, help="log here (default: stderr in the "
+                            "saved-query store again, then mount"),
+                option("--log-file", type=Path, help="log here (default: stderr in the "
                        "foreground; otherwise kg-fuse.log in the mountpoint's own directory "
-                       f"under {paths.data_dir() / 'mounts'})")
-    mount.add_argument("--debug", action="store_true", help="log at DEBUG level")
-    mount.set_defaults(func=cmd_mount)
-    _MOUNT_OPTIONS[:] = [a for a in mount._actions if a.option_strings and a.dest != "help"]
+                       f"under {paths.data_dir() / 'mounts'})"),
+                option("--debug", action="store_true", help="log at DEBUG level"),
+            ]),
+        Command(
+            "unmount", help="unmount, also a mount whose process died",
+            description="""Unmount MOUNTPOINT (also one whose process died: 'transport endpoint is
+            not connected'). The embedded server keeps running, since other mounts may use it:
+            add --stop-server, or run 'kg-fuse server stop'. A shell inside the mount keeps it
+            busy: cd out first.""",
+            handler=cmd_unmount, options=[
+                option("mountpoint", type=Path, help="where kg-fuse is mounted"),
+                option("--stop-server", action="store_true",
+                       help="also stop the embedded server started on this machine"),
+            ]),
+        Command(
+            "status", help="say whether MOUNTPOINT is mounted and alive",
+            description="""Print whether MOUNTPOINT is mounted, not mounted, or dead (its process
+            ended); exit 0 only when mounted. For the server: 'kg-fuse server status'.""",
+            handler=cmd_status,
+            options=[option("mountpoint", type=Path, help="the directory to check")]),
+    ]
 
-    unmount = subparsers.add_parser(
-        "unmount", help="unmount, also a mount whose process died",
-        description="Unmount MOUNTPOINT (also one whose process died: 'transport endpoint "
-                    "is not connected'). The embedded server keeps running, since other "
-                    "mounts may use it: add --stop-server, or run 'kg-fuse server stop'. "
-                    "A shell inside the mount keeps it busy: cd out first.")
-    unmount.add_argument("mountpoint", type=Path, help="where kg-fuse is mounted")
-    unmount.add_argument("--stop-server", action="store_true",
-                         help="also stop the embedded server started on this machine")
-    unmount.set_defaults(func=cmd_unmount)
 
-    status = subparsers.add_parser(
-        "status", help="say whether MOUNTPOINT is mounted and alive",
-        description="Print whether MOUNTPOINT is mounted, not mounted, or dead (its "
-                    "process ended); exit 0 only when mounted. For the server: "
-                    "'kg-fuse server status'.")
-    status.add_argument("mountpoint", type=Path, help="the directory to check")
-    status.set_defaults(func=cmd_status)
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parsers = add_commands(subparsers, _commands())
+    _MOUNT_OPTIONS[:] = forwarded_options(parsers["mount"])
 
 
 def _setup_logging(log_file: Path | None, debug: bool) -> None:

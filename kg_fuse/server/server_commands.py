@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
+from kg_fuse.console import Command, Option, add_commands, forwarded_options, option
 from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.server import lifecycle
 
@@ -39,129 +40,131 @@ def _modules(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]
 
 
-def _add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                        help="kg-fuse's data directory: the store, its pid file and log are "
-                             f"in DIR/server/ (default: {paths.data_dir()})")
-
-
-def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
-    _add_store_options(parser)
-    parser.add_argument("--corpus", choices=("stdlib", "none"), default="stdlib",
-                        help="build the Python standard-library corpus, or none")
-    parser.add_argument("--modules", type=_modules, default=None, metavar="M1,M2,...",
-                        help="restrict the stdlib corpus to these dotted module names "
-                             "(default: all documented modules)")
-    parser.add_argument("--ingest", type=Path, action="append", default=[], metavar="DIR",
-                        help="add a folder of Markdown/text files (repeatable)")
-    parser.add_argument("--ontology", default=None,
-                        help="ontology for --ingest folders (default: the folder name)")
-
-
-def _add_listen_options(parser: argparse.ArgumentParser) -> None:
-    _add_corpus_options(parser)
-    parser.add_argument("--host", default=paths.DEFAULT_HOST,
-                        help="address to listen on (loopback unless --allow-remote)")
-    parser.add_argument("--port", type=_port, default=paths.DEFAULT_PORT,
-                        help="TCP port to listen on (0: any free port)")
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="allow a non-loopback --host (the API then leaves this machine)")
-
-
 def _port(value: str) -> int:
     if not value.isdigit() or not 0 <= int(value) <= 65535:
         raise argparse.ArgumentTypeError(f"not a TCP port (0..65535): {value!r}")
     return int(value)
 
 
-def _add_serve_options(parser: argparse.ArgumentParser, log_default: str) -> None:
+def _store_options() -> list[Option]:
+    return [option("--data-dir", type=Path, default=None, metavar="DIR",
+                   help="kg-fuse's data directory: the store, its pid file and log are in "
+                        f"DIR/server/ (default: {paths.data_dir()})")]
+
+
+def _corpus_options() -> list[Option]:
+    return [
+        *_store_options(),
+        option("--corpus", choices=("stdlib", "none"), default="stdlib",
+               help="build the Python standard-library corpus, or none"),
+        option("--modules", type=_modules, default=None, metavar="M1,M2,...",
+               help="restrict the stdlib corpus to these dotted module names "
+                    "(default: all documented modules)"),
+        option("--ingest", type=Path, action="append", default=[], metavar="DIR",
+               help="add a folder of Markdown/text files (repeatable)"),
+        option("--ontology", default=None,
+               help="ontology for --ingest folders (default: the folder name)"),
+    ]
+
+
+def _serve_options(log_default: str) -> list[Option]:
     """``serve``'s options: ``server start`` takes the same and passes them on."""
-    _add_listen_options(parser)
-    parser.add_argument("--log-file", type=Path, default=None,
-                        help=f"append the log (and progress) to this file (default: "
-                             f"{log_default})")
-    parser.add_argument("--token-ttl", type=int, default=None, help=argparse.SUPPRESS)
+    return [
+        *_corpus_options(),
+        option("--host", default=paths.DEFAULT_HOST,
+               help="address to listen on (loopback unless --allow-remote)"),
+        option("--port", type=_port, default=paths.DEFAULT_PORT,
+               help="TCP port to listen on (0: any free port)"),
+        option("--allow-remote", action="store_true",
+               help="allow a non-loopback --host (the API then leaves this machine)"),
+        option("--log-file", type=Path, default=None,
+               help=f"append the log (and progress) to this file (default: {log_default})"),
+        option("--token-ttl", type=int, default=None, help=argparse.SUPPRESS),
+    ]
 
 
 _SERVE_OPTIONS: list[argparse.Action] = []  # serve's options, as server start passes them
 
 
+def _server_actions() -> list[Command]:
+    """``server start``, ``stop``, ``status`` and ``credentials``."""
+    return [
+        Command("start", help="start the server in the background",
+                description="Start 'kg-fuse serve' in the background with these options "
+                            "(all of serve's, and --wait); return once it answers.",
+                handler=server_start_command, options=[
+                    *_serve_options(log_default="DIR/server/server.log"),
+                    option("--wait", type=float, default=900.0,
+                           help="seconds to wait for the server to answer (a first start "
+                                "builds the corpus)"),
+                ]),
+        Command("stop", help="stop the server started on this store",
+                description="Stop the server named by the pid file (SIGTERM, then SIGKILL "
+                            "after 30 s). Exit 0 also when none runs.",
+                handler=lambda args: lifecycle.stop(args.data_dir), options=_store_options()),
+        Command("status", help="say whether the server runs, and where",
+                description="Print the running server's address and pid, and its warnings "
+                            "(no WordNet); exit 1 when none runs.",
+                handler=lambda args: lifecycle.status(args.data_dir),
+                options=_store_options()),
+        Command("credentials",
+                help="show the clients in the credentials file, or replace them",
+                description="""Show which admin and user clients the credentials file holds. With
+                --rotate, replace both by new ones and revoke every earlier secret and token at
+                once (running or not, the server refuses them from then on); mounts re-read the
+                file when the server refuses their client, so they carry on with the new
+                credentials.""",
+                handler=credentials_command, options=[
+                    *_store_options(),
+                    option("--rotate", action="store_true",
+                           help="replace both clients and revoke every token"),
+                ]),
+    ]
+
+
+def _commands() -> list[Command]:
+    """``serve``, ``server``, ``index`` and ``calibrate``, as data (built when the parser
+    is, so the paths their help names follow the environment)."""
+    return [
+        Command("serve", help="run the embedded knowledge-graph server in the foreground",
+                description="""Run the embedded server in the foreground until Ctrl-C or SIGTERM:
+                build whatever the store lacks (first time: the corpus, a few minutes),
+                calibrate the default threshold once, then serve the platform's HTTP API. It
+                writes a pid file next to its store, so 'kg-fuse server stop' stops it wherever
+                it was started. For the background, use 'kg-fuse server start'.""",
+                handler=serve_command, options=_serve_options(log_default="stderr")),
+        Command("server",
+                help="start, stop or check the embedded server; rotate its credentials",
+                description="""The embedded server in the background. 'start' runs 'kg-fuse serve'
+                detached (log in the data directory) and returns once it answers; 'stop' stops
+                exactly the server its pid file names; 'status' says whether one runs (exit code
+                1 if not); 'credentials' shows or rotates its clients. Unmounting never stops
+                the server: stop it here, or with 'kg-fuse unmount --stop-server'.""",
+                actions=_server_actions()),
+        Command("index", help="build or refresh the server's store, then exit",
+                description="""Build whatever the store lacks (the corpus, its embeddings, the
+                calibration) with a progress bar, then exit. A built store only needs checking:
+                seconds.""",
+                handler=index_command, options=_corpus_options()),
+        Command("calibrate",
+                help="print the noise-floor measurement and the default threshold",
+                description="""Print the calibration table: how similar gibberish queries score
+                against the store, and the default threshold chosen above that noise. --show
+                prints the stored table without loading the model.""",
+                handler=calibrate_command, options=[
+                    *_store_options(),
+                    option("--show", action="store_true",
+                           help="print the stored calibration instead of measuring again"),
+                    option("--write", action="store_true",
+                           help="store the chosen default as the server's search threshold"),
+                ]),
+    ]
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve``, ``server``, ``index`` and ``calibrate`` to the ``kg-fuse`` command."""
-    serve = subparsers.add_parser(
-        "serve", help="run the embedded knowledge-graph server in the foreground",
-        description="Run the embedded server in the foreground until Ctrl-C or SIGTERM: "
-                    "build whatever the store lacks (first time: the corpus, a few "
-                    "minutes), calibrate the default threshold once, then serve the "
-                    "platform's HTTP API. It writes a pid file next to its store, so "
-                    "'kg-fuse server stop' stops it wherever it was started. For the "
-                    "background, use 'kg-fuse server start'.")
-    _add_serve_options(serve, log_default="stderr")
-    serve.set_defaults(func=serve_command)
-    _SERVE_OPTIONS[:] = [a for a in serve._actions if a.option_strings and a.dest != "help"]
-
-    server = subparsers.add_parser(
-        "server", help="start, stop or check the embedded server; rotate its credentials",
-        description="The embedded server in the background. 'start' runs 'kg-fuse serve' "
-                    "detached (log in the data directory) and returns once it answers; "
-                    "'stop' stops exactly the server its pid file names; 'status' says "
-                    "whether one runs (exit code 1 if not); 'credentials' shows or rotates "
-                    "its clients. Unmounting never stops the "
-                    "server: stop it here, or with 'kg-fuse unmount --stop-server'.")
-    actions = server.add_subparsers(dest="action", required=True, metavar="ACTION",
-                                    title="actions")
-    start = actions.add_parser("start", help="start the server in the background",
-                               description="Start 'kg-fuse serve' in the background with "
-                                           "these options (all of serve's, and --wait); "
-                                           "return once it answers.")
-    _add_serve_options(start, log_default="DIR/server/server.log")
-    start.add_argument("--wait", type=float, default=900.0,
-                       help="seconds to wait for the server to answer (a first start "
-                            "builds the corpus)")
-    start.set_defaults(func=server_start_command)
-    stop = actions.add_parser("stop", help="stop the server started on this store",
-                              description="Stop the server named by the pid file (SIGTERM, "
-                                          "then SIGKILL after 30 s). Exit 0 also when none "
-                                          "runs.")
-    _add_store_options(stop)
-    stop.set_defaults(func=lambda args: lifecycle.stop(args.data_dir))
-    state = actions.add_parser("status", help="say whether the server runs, and where",
-                               description="Print the running server's address and pid, "
-                                           "and its warnings (no WordNet); exit 1 when "
-                                           "none runs.")
-    _add_store_options(state)
-    state.set_defaults(func=lambda args: lifecycle.status(args.data_dir))
-    credentials = actions.add_parser(
-        "credentials", help="show the clients in the credentials file, or replace them",
-        description="Show which admin and user clients the credentials file holds. With "
-                    "--rotate, replace both by new ones and revoke every earlier secret "
-                    "and token at once (running or not, the server refuses them from "
-                    "then on); mounts re-read the file when the server refuses their "
-                    "client, so they carry on with the new credentials.")
-    _add_store_options(credentials)
-    credentials.add_argument("--rotate", action="store_true",
-                             help="replace both clients and revoke every token")
-    credentials.set_defaults(func=credentials_command)
-
-    index = subparsers.add_parser(
-        "index", help="build or refresh the server's store, then exit",
-        description="Build whatever the store lacks (the corpus, its embeddings, the "
-                    "calibration) with a progress bar, then exit. A built store only "
-                    "needs checking: seconds.")
-    _add_corpus_options(index)
-    index.set_defaults(func=index_command)
-
-    calibrate = subparsers.add_parser(
-        "calibrate", help="print the noise-floor measurement and the default threshold",
-        description="Print the calibration table: how similar gibberish queries score "
-                    "against the store, and the default threshold chosen above that noise. "
-                    "--show prints the stored table without loading the model.")
-    _add_store_options(calibrate)
-    calibrate.add_argument("--show", action="store_true",
-                           help="print the stored calibration instead of measuring again")
-    calibrate.add_argument("--write", action="store_true",
-                           help="store the chosen default as the server's search threshold")
-    calibrate.set_defaults(func=calibrate_command)
+    parsers = add_commands(subparsers, _commands())
+    _SERVE_OPTIONS[:] = forwarded_options(parsers["serve"])
 
 
 def server_start_command(args: argparse.Namespace) -> int:

@@ -43,13 +43,6 @@ class InvalidThreshold(Invalid):
     """Text that is not a threshold: the write is refused with EINVAL."""
 
 
-class ThresholdSource(enum.Enum):
-    OVERRIDE = "override"
-    PRESET = "preset"
-    SERVER_DEFAULT = "server default"
-    AUTO_ADJUSTED = "auto-adjusted"
-
-
 @dataclass(frozen=True)
 class AutoAdjustment:
     """What the creation-time probe changed: ``to_value`` None means back to inheriting."""
@@ -101,6 +94,15 @@ def preset_value(word: str, server_default: float | None,
     if published and word in published:
         return published[word]
     return round(min(1.0, max(0.0, server_default + PRESET_OFFSETS[word])), 2)
+
+
+class ThresholdSource(enum.Enum):
+    """Where a query's threshold comes from: :func:`effective_threshold` picks one."""
+
+    OVERRIDE = "override"
+    PRESET = "preset"
+    SERVER_DEFAULT = "server default"
+    AUTO_ADJUSTED = "auto-adjusted"
 
 
 def effective_threshold(

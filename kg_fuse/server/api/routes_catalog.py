@@ -98,12 +98,7 @@ def ontology_info(name: str, ctx: Ctx, _user: User) -> OntologyInfoResponse:
 def document_content(document_id: str, store: Storage, _user: User
                      ) -> DocumentContentResponse:
     row = repository.document(store, document_id)
-    chunks = [
-        DocumentChunk(source_id=r["source_id"], paragraph=r["paragraph"],
-                      full_text=r["full_text"], char_offset_start=r["char_start"],
-                      char_offset_end=r["char_end"])
-        for r in repository.chunks(store, document_id)
-    ]
     return DocumentContentResponse(
         document_id=row["id"], content_type=row["content_type"],
-        content={"document": row["content"], "encoding": "utf-8"}, chunks=chunks)
+        content={"document": row["content"], "encoding": "utf-8"},
+        chunks=[DocumentChunk(**r) for r in repository.chunks(store, document_id)])

@@ -112,12 +112,8 @@ def _concept_details(store: Store, concept_id: str) -> ConceptDetailsResponse:
                             else "extraction")
         for r in repository.relationships(store, concept_id)
     ]
-    provenance_docs = [
-        ProvenanceDocument(document_id=r["id"], filename=r["filename"],
-                           source_type=r["source_type"], source_path=r["source_path"],
-                           source_count=r["n"])
-        for r in repository.provenance_documents(store, concept_id)
-    ]
+    provenance_docs = [ProvenanceDocument(**r)
+                       for r in repository.provenance_documents(store, concept_id)]
     return ConceptDetailsResponse(
         concept_id=row["id"],
         label=row["label"],

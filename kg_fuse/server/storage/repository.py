@@ -144,9 +144,12 @@ def document(store: Store, document_id: str) -> sqlite3.Row:
     return row
 
 
-def chunks(store: Store, document_id: str) -> list[sqlite3.Row]:
-    return store.query("SELECT * FROM chunks WHERE document_id = ? ORDER BY paragraph",
-                       (document_id,))
+def chunks(store: Store, document_id: str) -> list[dict]:
+    """A document's chunks in the contract's chunk shape, in paragraph order."""
+    return [dict(r) for r in store.query(
+        "SELECT source_id, paragraph, full_text, char_start AS char_offset_start, "
+        "char_end AS char_offset_end FROM chunks WHERE document_id = ? ORDER BY paragraph",
+        (document_id,))]
 
 
 def document_concepts(store: Store, document_id: str) -> list[dict]:
@@ -185,12 +188,13 @@ def relationships(store: Store, concept_id: str) -> list[sqlite3.Row]:
         "ORDER BY r.rel_type, r.confidence DESC, c.label", (concept_id,))
 
 
-def provenance_documents(store: Store, concept_id: str) -> list[sqlite3.Row]:
-    """The documents a concept's evidence comes from, with how many of their sources."""
-    return store.query(
-        "SELECT document_id AS id, filename, source_type, source_path, "
-        "COUNT(DISTINCT source_id) AS n FROM evidence WHERE concept_id = ? "
-        "GROUP BY document_id ORDER BY filename", (concept_id,))
+def provenance_documents(store: Store, concept_id: str) -> list[dict]:
+    """The documents a concept's evidence comes from, with how many of their sources, in
+    the contract's provenance shape."""
+    return [dict(r) for r in store.query(
+        "SELECT document_id, filename, source_type, source_path, "
+        "COUNT(DISTINCT source_id) AS source_count FROM evidence WHERE concept_id = ? "
+        "GROUP BY document_id ORDER BY filename", (concept_id,))]
 
 
 def ontologies_of(store: Store, ids: list[str]) -> dict[str, list[str]]:

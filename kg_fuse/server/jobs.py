@@ -6,7 +6,8 @@ order: the parse, the store writes and the embedding all happen in a worker thre
 the event loop keeps answering (including ``GET /jobs/{id}`` polls). Shutting down
 cancels the worker: a job in progress stops at its next stage, within a step of its
 embedding (failed, saying why, its document taken out again), and queued ones stay
-pending, to be marked failed at the next start.
+pending, to be marked failed at the next start (:meth:`JobRunner.settle_interrupted`,
+also for a process that was killed).
 
 The queue is bounded (:class:`IngestLimits`): waiting and running jobs hold their text in
 memory, so past a number of jobs or bytes, per client or in all, an upload is refused
@@ -19,6 +20,7 @@ import json
 import logging
 import math
 import secrets
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -39,6 +41,7 @@ from kg_fuse.limits import (
     MIB,
 )
 from kg_fuse.server import repository
+from kg_fuse.server.corpus import content_hash
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
 from kg_fuse.server.service import KnowledgeGraph
@@ -165,15 +168,41 @@ class JobRunner:
         if not mine:
             self._held.pop(client_id, None)
 
-    def fail_interrupted(self) -> None:
-        """Jobs a previous process left unfinished cannot resume: mark them failed."""
-        with self.store.transaction() as conn:
-            n = conn.execute(
-                "UPDATE jobs SET status = 'failed', error = ?, completed_at = ? "
-                "WHERE status NOT IN ('completed', 'failed', 'cancelled')",
-                (INTERRUPTED, time.time())).rowcount
-        if n:
-            log.warning("marked %d interrupted jobs as failed", n)
+    def settle_interrupted(self) -> None:
+        """Jobs a previous process left unfinished cannot resume. One that had listed
+        its document before the process died lost only its report: it is completed. The
+        rest are failed, to be uploaded again; what they had stored unlisted was taken
+        out at start (:func:`content.delete_unpublished`), so that upload is no duplicate."""
+        unfinished = self.store.query(
+            "SELECT id, ontology, content_hash, started_at FROM jobs "
+            "WHERE status NOT IN ('completed', 'failed', 'cancelled')")
+        now, completed = time.time(), 0
+        for job in unfinished:
+            document = self._listed_by(job)
+            if document is None:
+                self._update(job["id"], status="failed", error=INTERRUPTED,
+                             completed_at=now)
+                continue
+            completed += 1
+            self._update(job["id"], status="completed", completed_at=now,
+                         result={"document_id": document, "completed_before_the_stop": True},
+                         progress={"stage": "completed", "percent": 100})
+        if unfinished:
+            log.warning("of %d jobs a stopped server left unfinished, %d had listed their "
+                        "document (completed); the rest are failed", len(unfinished),
+                        completed)
+
+    def _listed_by(self, job: sqlite3.Row) -> str | None:
+        """The listed document this job stored in its ontology, if it got that far."""
+        if job["started_at"] is None:
+            return None
+        for row in self.store.query(
+                "SELECT d.id, d.content FROM documents d JOIN ontologies o "
+                "ON o.id = d.ontology_id WHERE o.name = ? AND d.published = 1 "
+                "AND d.created_at >= ?", (job["ontology"], int(job["started_at"]))):
+            if content_hash(row["content"]) == job["content_hash"]:
+                return str(row["id"])
+        return None
 
     def existing_job(self, digest: str, ontology: str) -> dict | None:
         """The newest job for this content into this ontology (duplicates are per

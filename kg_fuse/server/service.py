@@ -211,15 +211,15 @@ class KnowledgeGraph:
         for folder in ingest or []:
             docs += read_folder(folder, ontology)
         with self._write_lock:
+            if dropped := content.delete_unpublished(self.store):
+                log.warning("took out %d documents an ingest stopped in its middle left "
+                            "unlisted: its job says to upload them again", dropped)
             content.write_documents(self.store, docs)
             if marker is not None:
                 self.store.set_setting(STDLIB_MARKER_KEY, json.dumps(marker))
             embedded = content.embed_missing(self.store, self.embedder, progress=progress)
             content.index_missing_text(self.store)
             self.reload_index()
-            if published := content.publish_documents(self.store):
-                log.info("published %d documents an interrupted ingest left unlisted",
-                         published)
             if embedded:
                 log.info("embedded %d new concepts; linking nearest neighbours", len(embedded))
                 content.link_similar(self.store, self.index, embedded)

@@ -44,6 +44,7 @@ from kg_fuse.server import repository
 from kg_fuse.server.corpus import content_hash
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.duplicates import warning as near_duplicate_warning
+from kg_fuse.server.embedder import release_freed_heap
 from kg_fuse.server.service import KnowledgeGraph
 from kg_fuse.server.store import Store
 
@@ -259,6 +260,11 @@ class JobRunner:
             log.warning("job %s: %s", job.job_id, exc)
             self._update(job.job_id, status="failed", error=str(exc),
                          completed_at=time.time())
+        finally:
+            # A job's passing arrays (the model's arena, the index's new matrix, the
+            # calibration's scores) grow with the corpus; glibc keeps what they freed, so
+            # without this the server's memory rose by ~45 KiB per concept ingested.
+            release_freed_heap()
 
     def _stages(self, job: QueuedJob) -> None:
         job_id, text, filename, ontology = job.job_id, job.text, job.filename, job.ontology

@@ -348,3 +348,30 @@ def test_removing_one_copy_leaves_its_concepts_to_the_other(graph: KnowledgeGrap
     graph.add_documents([doc(BREAD, "bread.md", "baking")])  # and back, under its hash
     assert repository.document_in_ontology(graph.store, BREAD, "baking") == doc(
         BREAD, "b.md").id
+
+
+def resident_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise KeyError("VmRSS")
+
+
+def test_an_ingest_job_leaves_no_freed_memory_resident(graph: KnowledgeGraph) -> None:
+    """glibc keeps the heap a job's passing arrays freed (the model's arena, the index's
+    new matrix): in the soak the server grew by ~45 KiB per concept ingested. The job
+    hands it back, so handing back again right after finds next to nothing."""
+    import ctypes
+
+    admin_default(graph)
+    runner = JobRunner(graph, graph.store)
+    text = "# Lanterns\n\n" + "".join(
+        f"## Lantern {n}\n\nHow lantern {n} is trimmed, filled with oil and lit at dusk "
+        f"in the {('north', 'south', 'east', 'west')[n % 4]} yard.\n\n" for n in range(120))
+    runner._work(QueuedJob(runner.insert("sha256:x", "lanterns.md", "yard", "me"), text,
+                           "lanterns.md", "yard", "me", len(text)))
+    assert graph.store.query_one("SELECT status FROM jobs")["status"] == "completed"
+    before = resident_kib()
+    ctypes.CDLL(None).malloc_trim(0)
+    released = before - resident_kib()
+    assert released < 4 * 1024, f"{released / 1024:.1f} MiB freed but still resident"

@@ -96,9 +96,9 @@ class Memory(threading.Thread):
             if process.pid not in self.pids:
                 self.pids.append(process.pid)
                 self.starts.append(self.journal.now())
+            if len(self.samples) % CONCEPTS_EVERY == 0:
+                self.count_concepts()  # first: the sample then has a count before it
             self.samples.append((self.journal.now(), self.pids.index(process.pid) + 1, kib))
-            if len(self.samples) % CONCEPTS_EVERY == 1:
-                self.count_concepts()
 
     def count_concepts(self) -> None:
         try:

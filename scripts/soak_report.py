@@ -46,11 +46,22 @@ def per_thousand_concepts(warm: list[tuple[int, int]]) -> str:
             f"{slope * 1000 / 1024:+.1f} MiB per 1,000 concepts")
 
 
+def window_medians(timed: list[tuple[float, int]], every: float) -> list[float]:
+    """The median RSS of each ``every``-second window from the first sample on: memory
+    that grows moves them, a job's passing peak (one second of a big batch) does not."""
+    windows: dict[int, list[int]] = collections.defaultdict(list)
+    for t, kib in timed:
+        windows[int((t - timed[0][0]) // every)].append(kib)
+    full = [kibs for _, kibs in sorted(windows.items()) if len(kibs) >= every / 3]
+    return [statistics.median(kibs) for kibs in full or list(windows.values())]
+
+
 def report_memory(samples: list[Sample], starts: list[float], warmup: float,
                   every: float, counts: list[tuple[float, int]]) -> list[str]:
-    """Samples every ``every`` seconds; per server process, whether it stays flat once
-    ``warmup`` seconds past its start (``starts``: when each became healthy), and how it
-    followed the corpus (``counts``: (t, concepts held), from ``/health``)."""
+    """Samples (one a second) printed every ``every`` seconds; per server process, whether
+    it stays flat once ``warmup`` seconds past its start (``starts``: when each became
+    healthy), judged on the medians of ``every``-second windows, and how it followed the
+    corpus (``counts``: (t, concepts held), from ``/health``)."""
     print("\nserver resident memory (RSS) over time:")
     step = max(1, round(every))
     for i, (t, start, kib) in enumerate(samples):
@@ -60,15 +71,21 @@ def report_memory(samples: list[Sample], starts: list[float], warmup: float,
     failed = []
     warm = [s for s in samples if s[0] >= starts[s[1] - 1] + warmup]
     for start in range(1, len(starts) + 1):
-        mine = [kib for _, s, kib in warm if s == start]
+        timed = [(t, kib) for t, s, kib in warm if s == start]
+        mine = [kib for _, kib in timed]
         head = f"  server process {start}, after its first {warmup:.0f} s:"
         if len(mine) < 5:
             print(f"{head} {len(mine)} samples, too few to judge")
             continue
-        spread = max(mine) / min(mine) - 1
-        flat = spread <= FLAT_WITHIN
+        peak = max(timed, key=lambda sample: sample[1])
         print(f"{head} {len(mine)} samples, min {mib(min(mine))}, median "
-              f"{mib(statistics.median(mine))}, max {mib(max(mine))}: spread {spread:.1%} "
+              f"{mib(statistics.median(mine))}, max {mib(max(mine))} (at t={peak[0]:.0f}s): "
+              f"every sample within {max(mine) / min(mine) - 1:.1%}")
+        medians = window_medians(timed, every)
+        spread = max(medians) / min(medians) - 1
+        flat = spread <= FLAT_WITHIN
+        print(f"    medians of its {len(medians)} windows of {every:.0f} s: "
+              f"{', '.join(f'{m / 1024:.0f}' for m in medians)} MiB: spread {spread:.1%} "
               f"-> flat within {FLAT_WITHIN:.0%}: {'yes' if flat else 'NO'}")
         followed = [(n, kib) for t, s, kib in warm
                     if s == start and (n := concepts_at(counts, t)) is not None]

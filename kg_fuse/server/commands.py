@@ -277,8 +277,8 @@ MALLOC_ARENAS = 2
 def _few_malloc_arenas() -> None:
     """Before any thread starts: glibc gives each thread that meets another in malloc a
     heap of its own, up to 8 per core, and keeps what each freed. Some twenty threads
-    serve the mounts, so the server's memory crept up all day (the soak: 10-13% over
-    five minutes, 5-7% with two heaps). (Without glibc, nothing to do.)"""
+    serve the mounts, so the server's memory crept up all day (five minutes of the soak:
+    up to 13% apart, and at most 7% with two heaps). (Without glibc, nothing to do.)"""
     import ctypes
 
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)

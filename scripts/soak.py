@@ -64,6 +64,7 @@ from tests.helpers.store import STORE_CACHE, built_store  # noqa: E402
 from tests.helpers.zygote import Zygote  # noqa: E402
 
 ONTOLOGIES = ["roses", "vegetables"]
+CONCEPTS_EVERY = 5  # memory samples (seconds) between two counts of the concepts
 DEFAULT_STEP = 0.1  # how far the administrator raises the default threshold
 # (fraction of the run, event): the administrator's day
 SCHEDULE = [(0.10, "raise"), (0.20, "restore"), (0.30, "restart"), (0.45, "raise"),
@@ -72,7 +73,9 @@ SCHEDULE = [(0.10, "raise"), (0.20, "restore"), (0.30, "restart"), (0.45, "raise
 
 class Memory(threading.Thread):
     """Samples the server's resident memory every second: (t, server process, KiB); the
-    processes are numbered from 1 in the order they were first seen."""
+    processes are numbered from 1 in the order they were first seen. Every
+    ``CONCEPTS_EVERY`` samples it also asks ``/health`` how many concepts the server
+    holds: the ingests make the corpus grow, and what it holds takes memory."""
 
     def __init__(self, server: KGServer, journal: Journal) -> None:
         super().__init__(name="memory", daemon=True)
@@ -81,6 +84,7 @@ class Memory(threading.Thread):
         self.samples: list[Sample] = []
         self.pids: list[int] = []
         self.starts: list[float] = []  # when each process was first seen
+        self.concepts: list[tuple[float, int]] = []  # (t, concepts the server holds)
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -92,7 +96,16 @@ class Memory(threading.Thread):
             if process.pid not in self.pids:
                 self.pids.append(process.pid)
                 self.starts.append(self.journal.now())
+            if len(self.samples) % CONCEPTS_EVERY == 0:
+                self.count_concepts()  # first: the sample then has a count before it
             self.samples.append((self.journal.now(), self.pids.index(process.pid) + 1, kib))
+
+    def count_concepts(self) -> None:
+        try:
+            health = httpx.get(f"{self.server.api_url}/health", timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return  # restarting: the next count will do
+        self.concepts.append((self.journal.now(), int(health["concepts"])))
 
 
 class Operator:
@@ -239,7 +252,8 @@ class Soak:
         rss = self.memory.samples[-1][2] if self.memory.samples else 0
         copied = sum(len(i.uploads) for i in ingesters)
         acked = sum(u.acknowledged is not None for i in ingesters for u in i.uploads)
-        print(f"[{self.journal.now():5.0f}s] server rss {mib(rss)} | ops "
+        concepts = self.memory.concepts[-1][1] if self.memory.concepts else 0
+        print(f"[{self.journal.now():5.0f}s] server rss {mib(rss)}, {concepts} concepts | ops "
               f"{len(self.journal.ops)}, errors while up {len(up)}, in outages {len(down)}"
               f" | ingests copied {copied}, acknowledged {acked}", flush=True)
 
@@ -252,7 +266,7 @@ class Soak:
         print(f"  default changes: {len(operator.changes)} (from {operator.original}: "
               f"{', '.join(f'{v:.2f}' for v in operator.changes)})")
         failed = report_memory(self.memory.samples, self.memory.starts, self.opts.warmup,
-                               self.opts.report_every)
+                               self.opts.report_every, self.memory.concepts)
         failed += report_ingests(self.server, ingesters, self.mounts)
         failed += report_errors(self.journal, readers)
         failed += report_mounts(self.mounts, [*ingesters, *readers])

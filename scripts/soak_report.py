@@ -29,28 +29,68 @@ def mib(kib: float) -> str:
     return f"{kib / 1024:.1f} MiB"
 
 
+def concepts_at(counts: list[tuple[float, int]], t: float) -> int | None:
+    """The last count of concepts at or before ``t`` (None before the first)."""
+    held = [n for at, n in counts if at <= t]
+    return held[-1] if held else None
+
+
+def per_thousand_concepts(warm: list[tuple[int, int]]) -> str:
+    """How resident memory followed the corpus: the least-squares slope of RSS over
+    concepts held, in MiB per 1,000 concepts; ``warm``: (concepts, KiB) samples."""
+    grown = max(n for n, _ in warm) - min(n for n, _ in warm)
+    if grown < 100:
+        return f"the corpus grew by {grown} concepts, too few for a slope"
+    slope = statistics.linear_regression([n for n, _ in warm], [k for _, k in warm]).slope
+    return (f"the corpus grew by {grown} concepts; RSS over concepts: "
+            f"{slope * 1000 / 1024:+.1f} MiB per 1,000 concepts")
+
+
+def window_medians(timed: list[tuple[float, int]], every: float) -> list[float]:
+    """The median RSS of each ``every``-second window from the first sample on: memory
+    that grows moves them, a job's passing peak (one second of a big batch) does not."""
+    windows: dict[int, list[int]] = collections.defaultdict(list)
+    for t, kib in timed:
+        windows[int((t - timed[0][0]) // every)].append(kib)
+    full = [kibs for _, kibs in sorted(windows.items()) if len(kibs) >= every / 3]
+    return [statistics.median(kibs) for kibs in full or list(windows.values())]
+
+
 def report_memory(samples: list[Sample], starts: list[float], warmup: float,
-                  every: float) -> list[str]:
-    """Samples every ``every`` seconds; per server process, whether it stays flat once
-    ``warmup`` seconds past its start (``starts``: when each became healthy)."""
+                  every: float, counts: list[tuple[float, int]]) -> list[str]:
+    """Samples (one a second) printed every ``every`` seconds; per server process, whether
+    it stays flat once ``warmup`` seconds past its start (``starts``: when each became
+    healthy), judged on the medians of ``every``-second windows, and how it followed the
+    corpus (``counts``: (t, concepts held), from ``/health``)."""
     print("\nserver resident memory (RSS) over time:")
     step = max(1, round(every))
     for i, (t, start, kib) in enumerate(samples):
         if i % step == 0 or i == len(samples) - 1:
-            print(f"  t={t:6.1f}s  server process {start}  {mib(kib)}")
+            print(f"  t={t:6.1f}s  server process {start}  {mib(kib)}  "
+                  f"{concepts_at(counts, t) or '?'} concepts")
     failed = []
     warm = [s for s in samples if s[0] >= starts[s[1] - 1] + warmup]
     for start in range(1, len(starts) + 1):
-        mine = [kib for _, s, kib in warm if s == start]
+        timed = [(t, kib) for t, s, kib in warm if s == start]
+        mine = [kib for _, kib in timed]
         head = f"  server process {start}, after its first {warmup:.0f} s:"
         if len(mine) < 5:
             print(f"{head} {len(mine)} samples, too few to judge")
             continue
-        spread = max(mine) / min(mine) - 1
-        flat = spread <= FLAT_WITHIN
+        peak = max(timed, key=lambda sample: sample[1])
         print(f"{head} {len(mine)} samples, min {mib(min(mine))}, median "
-              f"{mib(statistics.median(mine))}, max {mib(max(mine))}: spread {spread:.1%} "
+              f"{mib(statistics.median(mine))}, max {mib(max(mine))} (at t={peak[0]:.0f}s): "
+              f"every sample within {max(mine) / min(mine) - 1:.1%}")
+        medians = window_medians(timed, every)
+        spread = max(medians) / min(medians) - 1
+        flat = spread <= FLAT_WITHIN
+        print(f"    medians of its {len(medians)} windows of {every:.0f} s: "
+              f"{', '.join(f'{m / 1024:.0f}' for m in medians)} MiB: spread {spread:.1%} "
               f"-> flat within {FLAT_WITHIN:.0%}: {'yes' if flat else 'NO'}")
+        followed = [(n, kib) for t, s, kib in warm
+                    if s == start and (n := concepts_at(counts, t)) is not None]
+        if followed:
+            print(f"    {per_thousand_concepts(followed)}")
         if not flat:
             failed.append(f"memory of server process {start} not flat ({spread:.1%})")
     if warm:
@@ -94,7 +134,7 @@ def report_ingests(server: KGServer, ingesters: list[Ingester],
     away). Each must be a document on the server at the end, and shown in ``documents/``
     by every mount still alive."""
     print("\ningests:")
-    lost_total = missing_total = unshown_total = 0
+    lost_total = missing_total = unshown_total = duplicate_total = 0
     for ingester in ingesters:
         uploads, ontology = ingester.uploads, ingester.ontology
         acked = {u.name for u in uploads if u.acknowledged is not None}
@@ -102,6 +142,9 @@ def report_ingests(server: KGServer, ingesters: list[Ingester],
         lost = sorted(acked - held)
         missing = [u for u in uploads if u.name not in held and u.name not in acked]
         interrupted = [u for u in uploads if u.interrupted]
+        # every note is new: a duplicate is one whose job said "upload the file again"
+        # (the server stopped) while the server kept it after all
+        duplicates = [u for u in uploads if u.outcome == "duplicate"]
         print(f"  {ontology}: {len(uploads)} files copied, {len(acked)} acknowledged (the "
               f"server said completed); the server holds {len(held & acked)} of those; "
               f"{len(interrupted)} interrupted by a stop and copied again")
@@ -119,15 +162,21 @@ def report_ingests(server: KGServer, ingesters: list[Ingester],
                   f"{', '.join(upload.interrupted)}; then {upload.outcome}")
         for name in lost:
             print(f"    LOST: {name}")
+        for upload in duplicates:
+            print(f"    DUPLICATE: {upload.name} (jobs {', '.join(upload.job_ids)}): a job "
+                  "said to upload it again, yet the server held it")
         for upload in missing:
             print(f"    not ingested: {upload.name} ({upload.outcome or 'pending'}; job "
                   f"statuses seen: {' > '.join(upload.statuses) or 'none'})")
         lost_total += len(lost)
         missing_total += len(missing)
+        duplicate_total += len(duplicates)
     print(f"  acknowledged ingests lost: {lost_total}")
     print(f"  files copied but not ingested at the end: {missing_total}")
     print(f"  documents a live mount does not show: {unshown_total}")
+    print(f"  uploads again, as a job asked, that were duplicates: {duplicate_total}")
     return ([f"{lost_total} acknowledged ingests lost"] * bool(lost_total)
+            + [f"{duplicate_total} duplicates after 'upload again'"] * bool(duplicate_total)
             + [f"{missing_total} files not ingested"] * bool(missing_total)
             + [f"{unshown_total} documents not shown"] * bool(unshown_total))
 

@@ -38,6 +38,7 @@ def test_a_short_day_of_use_loses_nothing_and_leaves_both_mounts_alive(
     assert "acknowledged ingests lost: 0\n" in out, out
     assert "files copied but not ingested at the end: 0\n" in out, out
     assert "documents a live mount does not show: 0\n" in out, out
+    assert "uploads again, as a job asked, that were duplicates: 0\n" in out, out
     assert re.search(r"errors a user saw outside the restart/kill windows \(\+\d+ s\): 0\n",
                      out), out
     assert "mounts alive at the end: 2 of 2\n" in out, out

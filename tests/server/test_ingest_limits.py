@@ -4,6 +4,7 @@ document may have only so many sections, and a stop ends a running job within se
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -157,3 +158,49 @@ def test_stop_ends_a_large_ingest_within_seconds(server: KGServer) -> None:
         found = http.post("/query/search", json={"query": "lantern note 7 kept cleaned",
                                                  "min_similarity": 0.0}).json()
         assert not any(r["label"].startswith("Lantern note") for r in found["results"])
+
+
+def test_an_ingest_killed_in_its_middle_is_failed_and_uploading_again_stores_it_once(
+        server: KGServer) -> None:
+    body = sections(MAX_SECTIONS_PER_DOCUMENT).encode()
+    with server.client("user") as http:
+        long_job = start_a_long_job(http)
+        wait_for_job(http, long_job,
+                     lambda job: (job["progress"] or {}).get("stage") == "embedding")
+        time.sleep(1)  # well into the embedding
+    assert server.process is not None
+    server.process.kill()  # kill -9: nothing runs on the way out
+    server.stop()  # only forgets the dead process
+    server.start()
+    with server.client("user") as http:
+        job = http.get(f"/jobs/{long_job}").json()
+        assert job["status"] == "failed", job
+        assert job["error"] == ("the server stopped before the job finished; upload the "
+                                "file again")
+        lamps = http.get("/ontology/Lamps")  # what the job said: nothing was stored
+        assert lamps.status_code == 404 or lamps.json()["statistics"]["file_count"] == 0
+        again = http.post("/ingest", files={"file": ("lanterns.md", body, "text/markdown")},
+                          data={"ontology": "Lamps"})  # as asked, and as a mount does
+        assert again.status_code == 200 and not again.json().get("duplicate"), again.text
+        done = wait_for_job(http, again.json()["job_id"],
+                            lambda job: job["status"] in ("completed", "failed"))
+        assert done["status"] == "completed", done
+        assert http.get("/ontology/Lamps").json()["statistics"]["file_count"] == 1
+
+
+def test_an_ingest_killed_after_listing_its_document_is_completed_at_restart(
+        server: KGServer) -> None:
+    with server.client("user") as http:
+        queued = upload(http, "wicks.md", sections(3, "wick").encode()).json()["job_id"]
+        done = wait_for_job(http, queued, lambda job: job["status"] == "completed")
+    server.stop()
+    # what a kill -9 between listing the document and recording the job leaves
+    with sqlite3.connect(server.db_path) as db:
+        db.execute("UPDATE jobs SET status = 'running', result = NULL, completed_at = NULL "
+                   "WHERE id = ?", (queued,))
+    server.start()
+    with server.client("user") as http:
+        job = http.get(f"/jobs/{queued}").json()
+        assert job["status"] == "completed", job  # not "upload again": it is there
+        assert job["result"]["document_id"] == done["result"]["document_id"]
+        assert http.get("/ontology/Lamps").json()["statistics"]["file_count"] == 1

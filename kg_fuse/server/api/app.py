@@ -38,7 +38,7 @@ def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
     lifespan (uvicorn does; in-process, enter ``app.router.lifespan_context(app)``).
     """
     jobs = JobRunner(graph, graph.store)  # the composition root: the one place they meet
-    jobs.fail_interrupted()
+    jobs.settle_interrupted()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -35,14 +35,15 @@ def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | 
     for folder in ingest or []:
         docs += read_folder(folder, ontology)
     with graph.changes.lock:
+        if dropped := content.delete_unpublished(store):
+            log.warning("took out %d documents an ingest stopped in its middle left "
+                        "unlisted: its job says to upload them again", dropped)
         content.write_documents(store, docs)
         if marker is not None:
             store.set_setting(STDLIB_MARKER_KEY, json.dumps(marker))
         embedded = indexing.embed_missing(store, graph.embedder, progress=progress)
         indexing.index_missing_text(store)
         graph.reload_index()
-        if published := content.publish_documents(store):
-            log.info("published %d documents an interrupted ingest left unlisted", published)
         if embedded:
             log.info("embedded %d new concepts; linking nearest neighbours", len(embedded))
             indexing.link_similar(store, graph.index, embedded)

@@ -83,6 +83,19 @@ def delete_document(store: Store, document_id: str) -> dict[str, int] | None:
     return {"sources_deleted": int(sources), "orphaned_concepts_deleted": int(orphans)}
 
 
+def delete_unpublished(store: Store) -> int:
+    """Take out the documents an ingest stored but never listed (the server was killed
+    in its middle) and the concepts only they had; returns how many. Their jobs are
+    reported failed, to be uploaded again: publishing them would make that untrue, and
+    the upload a duplicate."""
+    if store.query_one("SELECT 1 FROM documents WHERE published = 0") is None:
+        return 0  # the usual start: the epoch stays
+    with store.transaction(content_change=True) as conn:
+        dropped = conn.execute("DELETE FROM documents WHERE published = 0").rowcount
+        conn.execute(DELETE_ORPHANS)
+    return int(dropped)
+
+
 def write_documents(store: Store, docs: Iterable[DocumentSpec],
                     created_by: str | None = None, published: bool = True,
                     ) -> dict[str, DocumentSpec]:

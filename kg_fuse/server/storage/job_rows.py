@@ -7,6 +7,7 @@ import json
 import time
 from datetime import UTC, datetime
 
+from kg_fuse.server.corpus import content_hash
 from kg_fuse.server.storage.store import Store
 
 #: Written as JSON, read back as what was written.
@@ -17,13 +18,22 @@ def iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
-def fail_unfinished(store: Store, error: str) -> int:
-    """Mark every job not yet completed, failed or cancelled as failed; returns how many."""
-    with store.transaction() as conn:
-        return conn.execute(
-            "UPDATE jobs SET status = 'failed', error = ?, completed_at = ? "
-            "WHERE status NOT IN ('completed', 'failed', 'cancelled')",
-            (error, time.time())).rowcount
+def unfinished(store: Store) -> list[dict]:
+    """Jobs not yet completed, failed or cancelled (a previous process left them)."""
+    return [dict(r) for r in store.query(
+        "SELECT id, ontology, content_hash, started_at FROM jobs "
+        "WHERE status NOT IN ('completed', 'failed', 'cancelled')")]
+
+
+def listed_document(store: Store, ontology: str, digest: str, since: float) -> str | None:
+    """The listed document of this content in this ontology stored since ``since``."""
+    for row in store.query(
+            "SELECT d.id, d.content FROM documents d JOIN ontologies o "
+            "ON o.id = d.ontology_id WHERE o.name = ? AND d.published = 1 "
+            "AND d.created_at >= ?", (ontology, int(since))):
+        if content_hash(row["content"]) == digest:
+            return str(row["id"])
+    return None
 
 
 def newest(store: Store, digest: str, ontology: str) -> dict | None:

@@ -7,8 +7,8 @@ them without guessing from spelling:
   the irregular ones (``children`` -> ``child``, ``ran`` -> ``run``);
 * **meaning**: WordNet, the lexical database, read from its own database files (Debian's
   ``wordnet-base``: ``index.*``, ``data.*``, ``*.exc``). Those files are sorted and
-  addressed by byte offset, so a word is found by binary search over a memory map and
-  nothing is loaded into memory up front.
+  addressed by byte offset, so a word is found by binary search with positioned reads
+  and nothing is loaded into memory up front.
 
 Why not nltk's ``WordNetCorpusReader`` over the same files: measured with
 ``scripts/bench_wordnet.py`` (fresh interpreters, rounds interleaved, the 1,097 words of
@@ -30,7 +30,6 @@ status``) and the calibration holds the default at a safe floor (:mod:`.calibrat
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Mapping
@@ -105,32 +104,61 @@ class Synset:
 
 
 class _SortedLines:
-    """A sorted text file searched by its first field, over a memory map."""
+    """A sorted text file searched by its first field, read with ``os.pread``.
+
+    A lookup reads a few 4 KiB pieces; they stay in the page cache rather than in the
+    server's resident set, which a memory map of the files grew by about 8 MiB over 60
+    searches (``/proc/PID/smaps``: index.noun 4.0 MiB, data.noun 2.6 MiB). ``pread``
+    keeps no file position, so threads share the descriptor safely.
+    """
+
+    PIECE = 4096
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        with open(path, "rb") as f:
-            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.size = os.fstat(self.fd).st_size
+
+    def _line_from(self, pos: int) -> bytes:
+        """The text from ``pos`` to the end of its line."""
+        parts = []
+        while pos < self.size:
+            piece = os.pread(self.fd, self.PIECE, pos)
+            if not piece:
+                break
+            nl = piece.find(b"\n")
+            if nl >= 0:
+                parts.append(piece[:nl])
+                break
+            parts.append(piece)
+            pos += len(piece)
+        return b"".join(parts)
 
     def line_at(self, pos: int) -> tuple[int, bytes]:
         """The start and text of the first whole line starting at or after ``pos``."""
         if pos > 0:
-            nl = self.map.find(b"\n", pos - 1)
-            pos = len(self.map) if nl < 0 else nl + 1
-        end = self.map.find(b"\n", pos)
-        end = len(self.map) if end < 0 else end
-        return pos, self.map[pos:end]
+            before = pos - 1
+            piece = os.pread(self.fd, self.PIECE, before)
+            nl = piece.find(b"\n")
+            if nl < 0:  # a line longer than a piece: read on
+                pos = min(self.size, before + len(self._line_from(before)) + 1)
+            else:
+                pos = before + nl + 1
+                end = piece.find(b"\n", nl + 1)
+                if end >= 0:  # the whole next line is in this piece
+                    return pos, piece[nl + 1:end]
+        return pos, self._line_from(pos)
 
     def find(self, key: str) -> bytes | None:
         """The line whose first field is ``key`` (the files sort bytewise)."""
         if not key or " " in key or not key.isascii():
             return None
         want = key.encode()
-        lo, hi = 0, len(self.map)
+        lo, hi = 0, self.size
         while lo < hi:
             mid = (lo + hi) // 2
             start, line = self.line_at(mid)
-            if start >= len(self.map):
+            if start >= self.size:
                 hi = mid
                 continue
             first = line.split(b" ", 1)[0]
@@ -144,8 +172,7 @@ class _SortedLines:
         return line if line.split(b" ", 1)[0] == want else None
 
     def read_at(self, offset: int) -> bytes:
-        end = self.map.find(b"\n", offset)
-        return self.map[offset:end if end >= 0 else len(self.map)]
+        return self._line_from(offset)
 
 
 class WordNet:

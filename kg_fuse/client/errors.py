@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class KgError(Exception):
     """Any failure talking to the knowledge-graph API.
@@ -64,3 +67,17 @@ class MissingCredentials(KgError):
 # it is retried under the one policy (:mod:`kg_fuse.retry`); other errors are the
 # server's answer.
 RETRIED: tuple[type[KgError], ...] = (ServerUnreachable, ServerTimeout, ServerFault)
+
+
+@contextlib.contextmanager
+def one_failure() -> Iterator[None]:
+    """Calls made in parallel (a trio nursery around API calls) fail as one call would:
+    with the first :class:`KgError`, not the ``ExceptionGroup`` trio wraps it in, which
+    no ``except KgError`` catches and no errno maps (``ls`` answered EIO for a timeout)."""
+    try:
+        yield
+    except* KgError as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise first from None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import trio
 
-from kg_fuse.client import KgApiClient, SearchRequest
+from kg_fuse.client import KgApiClient, SearchRequest, errors
 from kg_fuse.client.api import PAGE_SIZE_MAX
 from kg_fuse.client.models import ConceptHit
 from kg_fuse.eval.sets import QuerySet, RelevantQuery
@@ -148,11 +148,12 @@ class Evaluator:
             async with limiter:
                 relevant[i] = await self.relevant_one(query)
 
-        async with trio.open_nursery() as nursery:
-            for i, text in enumerate(self.qset.gibberish):
-                nursery.start_soon(gib, i, text)
-            for i, query in enumerate(self.qset.relevant):
-                nursery.start_soon(rel, i, query)
+        with errors.one_failure():
+            async with trio.open_nursery() as nursery:
+                for i, text in enumerate(self.qset.gibberish):
+                    nursery.start_soon(gib, i, text)
+                for i, query in enumerate(self.qset.relevant):
+                    nursery.start_soon(rel, i, query)
         return EvalRun(self.qset, self.client.api_url, self.listing_limit,
                        [g for g in gibberish if g is not None],
                        [r for r in relevant if r is not None], self.cut)

@@ -116,6 +116,38 @@ async def test_plan_intersects_levels_and_applies_union_and_exclude(core: Core) 
     assert any(h.label.startswith("csv.") for h in union.hits)
 
 
+class StallingSearches(httpx.AsyncBaseTransport):
+    """Fault injection: the app, but a search whose text contains ``stall`` times out."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, stall: str) -> None:
+        self.inner, self.stall = inner, stall
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/query/search" and self.stall in request.content.decode():
+            raise httpx.ReadTimeout("the server stalled", request=request)
+        return await self.inner.handle_async_request(request)
+
+
+@pytest.mark.parametrize("plan", [
+    QueryPlan((Level("stalled archives", None), Level(RELEVANT, None)), limit=50),
+    QueryPlan((Level(RELEVANT, None),), limit=50, union=("stalled csv",)),
+    QueryPlan((Level(RELEVANT, None),), limit=50, exclude=("stalled bz2",)),
+], ids=["parent level", "union", "exclude"])
+async def test_a_plan_whose_other_search_fails_fails_as_that_search(
+        core: Core, plan: QueryPlan) -> None:
+    """The searches besides the query's own run in parallel; when one times out the
+    listing fails with that timeout (ETIMEDOUT, the stale listing served), not with an
+    ExceptionGroup that nothing catches (EIO, "unexpected error")."""
+    client = KgApiClient(API_URL, core.server.credentials_of("user"), timeout=60,
+                         transport=StallingSearches(core.server.transport(), "stalled"))
+    try:
+        with pytest.raises(errors.ServerTimeout) as failed:
+            await execute(client, plan)
+        assert errno_of(failed.value) == errno.ETIMEDOUT
+    finally:
+        await client.aclose()
+
+
 # -- the query service --------------------------------------------------------------------
 
 async def test_identical_concurrent_listings_search_once(core: Core) -> None:

@@ -185,6 +185,24 @@ def test_the_whole_tree_under_a_misbehaving_server(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["stall", "reset"])
+def test_documents_whose_contents_fail_give_the_failure_s_errno(
+        proxy: FaultProxy, proxied: Callable[..., Mount], mode: str) -> None:
+    """Listing an ontology's documents fetches their contents in parallel (for exact
+    sizes). When the catalog answers but the contents fail, ``ls`` gets the failure's
+    errno (ETIMEDOUT, ECONNREFUSED), as when nothing answers, not EIO."""
+    mount = proxied(max_age=1.0)
+    ontology = sorted(os.listdir(mount.path(ONTOLOGY_DIR)))[0]
+    proxy.set_mode(mode, paths=["/documents/"])
+    outcome = timed(lambda: os.listdir(mount.path(ONTOLOGY_DIR, ontology, "documents")))
+    proxy.set_mode("pass")
+    assert outcome.errno == MODES[mode], outcome
+    assert outcome.seconds <= BOUND, outcome
+    assert "unexpected error" not in mount.log_text()
+    assert os.listdir(mount.path(ONTOLOGY_DIR, ontology, "documents"))  # and it recovers
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("mode", ["error500", "stall"])
 def test_failing_concept_details_still_list_results(
         proxy: FaultProxy, proxied: Callable[..., Mount], mode: str) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import trio
 
+from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.models import CatalogNode
 from kg_fuse.fs.kernel.names import NameRegistry, valid_file_name
@@ -112,9 +113,10 @@ class Catalog:
                 await self.content(doc_id)
 
         limiter = trio.CapacityLimiter(CONTENT_CONCURRENCY)
-        async with trio.open_nursery() as nursery:
-            for doc in docs:
-                nursery.start_soon(load, doc.id, limiter)
+        with errors.one_failure():
+            async with trio.open_nursery() as nursery:
+                for doc in docs:
+                    nursery.start_soon(load, doc.id, limiter)
         names = self._names.setdefault(ontology, NameRegistry(document_file_name))
         entries = {}
         for doc in docs:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import trio
 
+from kg_fuse.client import errors
 from kg_fuse.client.api import PAGE_SIZE_MAX, KgApiClient, SearchRequest
 from kg_fuse.client.models import ConceptHit, SearchResponse
 from kg_fuse.fs.queries.cut import Cut, relevance_cut
@@ -133,17 +134,18 @@ async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
     ancestors: dict[int, dict[str, ConceptHit]] = {}
     extra: dict[str, dict[str, ConceptHit]] = {}
     excluded: dict[str, dict[str, ConceptHit]] = {}
-    async with trio.open_nursery() as nursery:
 
-        async def collect(level: Level, into: dict, slot: object) -> None:
-            into[slot] = await searcher.matches(level, MAX_MATCHES)
+    async def collect(level: Level, into: dict, slot: object) -> None:
+        into[slot] = await searcher.matches(level, MAX_MATCHES)
 
-        for index, level in enumerate(plan.levels[:-1]):
-            nursery.start_soon(collect, level, ancestors, index)
-        for term in plan.union:
-            nursery.start_soon(collect, replace(plan.own, text=term), extra, term)
-        for term in plan.exclude:
-            nursery.start_soon(collect, replace(plan.own, text=term), excluded, term)
+    with errors.one_failure():  # a failed search fails the listing as one search would
+        async with trio.open_nursery() as nursery:
+            for index, level in enumerate(plan.levels[:-1]):
+                nursery.start_soon(collect, level, ancestors, index)
+            for term in plan.union:
+                nursery.start_soon(collect, replace(plan.own, text=term), extra, term)
+            for term in plan.exclude:
+                nursery.start_soon(collect, replace(plan.own, text=term), excluded, term)
 
     counts = [LevelCount("level", level.text, len(ancestors[i]),
                          sum(1 for cid in own if cid not in ancestors[i]))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kg_fuse import paths, private
 from kg_fuse.console import Command, Option, add_commands, forwarded_options, option
 from kg_fuse.exits import CommandError, UsageError
+from kg_fuse.memory import few_malloc_arenas
 from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
@@ -275,22 +276,6 @@ def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
                       + private.private_files(files))
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-MALLOC_ARENAS = 2
-
-
-def _few_malloc_arenas() -> None:
-    """Before any thread starts: glibc gives each thread that meets another in malloc a
-    heap of its own, up to 8 per core, and keeps what each freed. Some twenty threads
-    serve the mounts, so the server's memory crept up all day (five minutes of the soak:
-    up to 13% apart, and at most 7% with two heaps). (Without glibc, nothing to do.)"""
-    import ctypes
-
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is not None:
-        mallopt(M_ARENA_MAX, MALLOC_ARENAS)
-
-
 def serve_command(args: argparse.Namespace) -> int:
     """Open or build the store, calibrate if needed, then serve until interrupted."""
     if not _is_loopback(args.host) and not args.allow_remote:
@@ -308,7 +293,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.log_file is not None:
         _log_to(args.log_file)
     _setup_logging()
-    _few_malloc_arenas()
+    few_malloc_arenas()
     import uvicorn
 
     from kg_fuse.server.api.app import create_app

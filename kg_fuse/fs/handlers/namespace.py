@@ -19,17 +19,18 @@ from kg_fuse.fs.kernel.errnos import (
     NotPermitted,
     handler,
 )
-from kg_fuse.fs.kernel.memory import TRIM_AFTER, give_memory_back
 from kg_fuse.fs.kernel.names import PATH_MAX, decode_name
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.tree.handles import DirHandle, HandleTable
 from kg_fuse.fs.tree.kinds import BEHAVIOURS, behaviour
 from kg_fuse.fs.tree.shape import Behaviour, Entry, Tree
+from kg_fuse.memory import give_memory_back
 
 log = logging.getLogger(__name__)
 
 DOTS = (".", "..")
+TRIM_AFTER = 5000  # inodes forgotten between two heap trims
 
 
 class NamespaceOperations(pyfuse3.Operations):

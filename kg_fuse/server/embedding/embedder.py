@@ -26,7 +26,6 @@ at once on two cores only crowd each other out.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import sys
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from kg_fuse.memory import give_memory_back
 from kg_fuse.server.embedding.runtime import import_onnxruntime
 
 log = logging.getLogger(__name__)
@@ -49,16 +49,6 @@ BATCH_SIZE = 64
 INTRA_OP_THREADS = 2
 #: Queries embedded in one run at most: past this, a batch waits longer than it saves.
 QUERY_BATCH = 16
-
-
-def release_freed_heap() -> None:
-    """Hand memory freed on the C heap back to the system (glibc keeps it otherwise).
-    Loading the session frees the weights' first copy once they are laid out for the
-    matrix products: 27 MiB that stayed resident for the server's lifetime. (Without
-    glibc, nothing to do.)"""
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 class _Waiting:
@@ -167,7 +157,7 @@ class Embedder:
                                                "cpu:0")
             self._tokenizer = tokenizer
             self._session = session
-            release_freed_heap()
+            give_memory_back()
 
     def load(self) -> None:
         """Load the model now (start-up), rather than on the first query."""

@@ -37,8 +37,8 @@ from kg_fuse.limits import (
     MAX_SECTIONS_PER_DOCUMENT,
     MIB,
 )
+from kg_fuse.memory import give_memory_back
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.embedding.embedder import release_freed_heap
 from kg_fuse.server.graph import duplicates
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.storage import job_rows, repository
@@ -230,7 +230,7 @@ class JobRunner:
             # A job's passing arrays (the model's arena, the index's new matrix, the
             # calibration's scores) grow with the corpus; glibc keeps what they freed, so
             # without this the server's memory rose by ~45 KiB per concept ingested.
-            release_freed_heap()
+            give_memory_back()
 
     def _stages(self, job: QueuedJob) -> None:
         job_id, text, filename, ontology = job.job_id, job.text, job.filename, job.ontology

@@ -9,10 +9,10 @@ import json
 import logging
 from pathlib import Path
 
+from kg_fuse.memory import give_memory_back
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
-from kg_fuse.server.embedding.embedder import release_freed_heap
 from kg_fuse.server.graph import indexing
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import calibrate
@@ -54,4 +54,4 @@ def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | 
     elif graph.threshold.stored() is None:
         log.info("no concepts to calibrate against; the fallback %.2f applies until "
                  "there is content", calibrate.FALLBACK_THRESHOLD)
-    release_freed_heap()  # checking the store freed ~30 MiB glibc would keep
+    give_memory_back()  # checking the store freed ~30 MiB glibc would keep

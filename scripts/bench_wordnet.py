@@ -64,28 +64,29 @@ def rss(key="VmRSS:"):
 kind, root, words = sys.argv[1], sys.argv[2], json.loads(sys.stdin.read())
 out = {"rss_base": rss()}
 POS = ("n", "v", "a", "r")
-t = time.perf_counter()
-if kind == "kg-fuse":
+
+
+def open_kg_fuse():
+    """kg-fuse's reader, and one word's lookups as the server makes them."""
     from pathlib import Path
     from kg_fuse.server.search.lexicon import WordNet
     wn = WordNet(Path(root))
-    out["start"] = time.perf_counter() - t
-    t = time.perf_counter()
-    wn.synsets("dog", "n")
-    out["first"] = time.perf_counter() - t
-    out["rss_open"] = rss()
-    t = time.perf_counter()
-    found = 0
-    for word in words:
-        for pos in POS:
-            wn.base_forms(word, pos)
-            wn.tagged_senses(word, pos)
-            for s in wn.synsets(word, pos):
-                found += 1
-                for symbol, offset, target in s.pointers:
-                    if symbol == "@":
-                        wn.synset(target, offset).words
-else:
+
+    def lookups(word, pos):
+        wn.base_forms(word, pos)
+        wn.tagged_senses(word, pos)
+        found = 0
+        for s in wn.synsets(word, pos):
+            found += 1
+            for symbol, offset, target in s.pointers:
+                if symbol == "@":
+                    wn.synset(target, offset).words
+        return found
+    return wn, lookups
+
+
+def open_nltk():
+    """nltk's reader over the same files, and the same lookups in its terms."""
     import warnings
     warnings.simplefilter("ignore")
     import nltk
@@ -95,21 +96,28 @@ else:
     # through index.sense (neither is in Debian's package): the same files need no map.
     WordNetCorpusReader.map_wn = lambda self, version="wordnet": None
     wn = WordNetCorpusReader(root, None)
-    out["start"] = time.perf_counter() - t
-    t = time.perf_counter()
-    wn.synsets("dog", "n")
-    out["first"] = time.perf_counter() - t
-    out["rss_open"] = rss()
-    t = time.perf_counter()
-    found = 0
-    for word in words:
-        for pos in POS:
-            wn._morphy(word, pos)
-            for s in wn.synsets(word, pos):
-                found += 1
-                sum(lemma.count() for lemma in s.lemmas() if lemma.name().lower() == word)
-                for h in s.hypernyms():
-                    h.lemma_names()
+
+    def lookups(word, pos):
+        wn._morphy(word, pos)
+        found = 0
+        for s in wn.synsets(word, pos):
+            found += 1
+            sum(lemma.count() for lemma in s.lemmas() if lemma.name().lower() == word)
+            for h in s.hypernyms():
+                h.lemma_names()
+        return found
+    return wn, lookups
+
+
+t = time.perf_counter()
+wn, lookups = open_kg_fuse() if kind == "kg-fuse" else open_nltk()
+out["start"] = time.perf_counter() - t
+t = time.perf_counter()
+wn.synsets("dog", "n")
+out["first"] = time.perf_counter() - t
+out["rss_open"] = rss()
+t = time.perf_counter()
+found = sum(lookups(word, pos) for word in words for pos in POS)
 out["lookups"] = time.perf_counter() - t
 out["meanings"] = found
 out["rss_end"] = rss()

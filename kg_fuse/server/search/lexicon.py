@@ -16,7 +16,8 @@ the eval sets; medians of four runs of 1-5 rounds on a shared two-core machine),
 opens the database in 1.9-5.5 s against 0.04-0.12 s here (38-61x), holds 213 MiB
 resident once open against 22 MiB (9.5x; it reads every index into dictionaries up
 front), and after the lookups 242 against 62 MiB, of which 193 against 29 MiB are the
-process's own memory rather than file pages; its lookups take 3-5x as long. Nor does
+process's own memory rather than file pages (62 MiB with the files memory-mapped; read
+with ``pread``, 36 MiB, of which 7 MiB file pages); its lookups take 2-5x as long. Nor does
 it read Debian's files as they are: it needs a ``lexnames`` file the package lacks,
 files inside a folder listed in ``nltk.data.path`` (it refuses links to them), and,
 unless told otherwise, nltk's own downloaded WordNet to map its senses onto. Its

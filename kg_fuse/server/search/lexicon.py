@@ -229,10 +229,16 @@ class WordNet:
 
     def base_forms(self, word: str, pos: str) -> list[str]:
         """The word's dictionary forms in this part of speech (WordNet's morphy)."""
+        return [form for form, _ in self._entries(word, pos)]
+
+    def _entries(self, word: str, pos: str) -> list[tuple[str, bytes]]:
+        """The word's dictionary forms in this part of speech with their index lines."""
         candidates = [word, *self._exceptions.get(pos, {}).get(word, ())]
         candidates += [word[: -len(old)] + new for old, new in DETACH[pos]
                        if word.endswith(old) and len(word) > len(old) + 1]
-        return [c for c in dict.fromkeys(candidates) if self._index[pos].find(c)]
+        index = self._index[pos]
+        return [(c, line) for c in dict.fromkeys(candidates)
+                if (line := index.find(c)) is not None]
 
     @lru_cache(maxsize=8192)  # noqa: B019 - one lexicon per process, never freed
     def synsets(self, word: str, pos: str) -> tuple[Synset, ...]:
@@ -240,10 +246,7 @@ class WordNet:
         if not self.available:
             return ()
         found: list[Synset] = []
-        for lemma in self.base_forms(word.replace(" ", "_"), pos):
-            line = self._index[pos].find(lemma)
-            if line is None:
-                continue
+        for _, line in self._entries(word.replace(" ", "_"), pos):
             fields = line.decode("latin-1").split()
             synset_count, pointer_count = int(fields[2]), int(fields[3])
             offsets = fields[6 + pointer_count:6 + pointer_count + synset_count]
@@ -256,11 +259,9 @@ class WordNet:
         sense-tagged texts: its most frequent ones come first, and a meaning nobody used
         there counts 0 (``pirate`` as a verb, ``pillow`` as one)."""
         total = 0
-        for lemma in self.base_forms(word.replace(" ", "_"), pos) if self.available else ():
-            line = self._index[pos].find(lemma)
-            if line is not None:
-                fields = line.split()
-                total += int(fields[5 + int(fields[3])])
+        for _, line in self._entries(word.replace(" ", "_"), pos) if self.available else ():
+            fields = line.split()
+            total += int(fields[5 + int(fields[3])])
         return total
 
     @lru_cache(maxsize=32768)  # noqa: B019
@@ -269,14 +270,13 @@ class WordNet:
         text = self._data[data_pos].read_at(offset).decode("latin-1")
         head, _, gloss = text.partition(" | ")
         fields = head.split()
-        word_count = int(fields[3], 16)
-        written = [fields[4 + 2 * i].split("(")[0] for i in range(word_count)]
+        at = 4 + 2 * int(fields[3], 16)  # the words, each with its lexical id
+        written = [w.split("(")[0] for w in fields[4:at:2]]
         words = tuple(w.lower() for w in written)
         acronyms = frozenset(w.lower() for w in written if len(w) > 1 and w.isupper())
-        at = 4 + 2 * word_count
-        pointer_count = int(fields[at])
-        pointers = tuple((fields[at + 1 + 4 * i], int(fields[at + 2 + 4 * i]),
-                          fields[at + 3 + 4 * i]) for i in range(pointer_count))
+        # each pointer: symbol, offset, part of speech, source/target (sliced, not looped)
+        ends = fields[at + 1:at + 1 + 4 * int(fields[at])]
+        pointers = tuple(zip(ends[0::4], map(int, ends[1::4]), ends[2::4], strict=True))
         return Synset(data_pos, offset, words, pointers, gloss.strip(), acronyms)
 
     def sense_counts(self, word: str) -> dict[str, int]:

@@ -127,8 +127,10 @@ def main() -> int:
     targets: list[Target] = []
     try:
         for i, (name, code) in enumerate(codes):
+            # PYTHONSAFEPATH: ``python -m`` would put the working directory first on
+            # sys.path, and a checkout there would be the code every server ran
             server = KGServer(workdir / f"server-{i}", seed=args.store,
-                              env={"PYTHONPATH": str(code)})
+                              env={"PYTHONPATH": str(code), "PYTHONSAFEPATH": "1"})
             print(f"starting {name} ...", file=sys.stderr)
             server.start()
             targets.append(Target(name, server, args.concurrent))

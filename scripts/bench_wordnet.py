@@ -153,7 +153,10 @@ def nltk_root(debian: Path, folder: Path) -> Path:
 
 
 def run(kind: str, root: Path, debian: Path, words: list[str]) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    # PYTHONSAFEPATH: ``python -c`` would put the working directory first on sys.path,
+    # and a checkout there would be the code measured
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "PYTHONSAFEPATH": "1"}
     done = subprocess.run([sys.executable, "-c", CHILD, kind, str(root), str(debian)], env=env,
                           input=json.dumps(words), capture_output=True, text=True)
     if done.returncode:

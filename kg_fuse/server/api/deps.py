@@ -10,6 +10,10 @@ it solves dependencies, so a malformed body would answer 422 before auth ran;
 :class:`AuthFirstRoute` therefore runs the route's :class:`Require` guards before the
 body is touched. The guards stay declared as ordinary dependencies too, so handlers
 receive the :class:`~kg_fuse.server.api.auth.Principal` and the OpenAPI schema shows them.
+
+Dependencies that do no I/O are ``async def``: FastAPI runs a plain ``def`` one in a
+worker thread, and those hops (four per search) cost a search more than the work. Only
+the token's lookup in the store, once per request, runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -49,12 +53,16 @@ class AppContext:
         return self.graph.store
 
 
-def get_ctx(request: Request) -> AppContext:
+def _context(request: Request) -> AppContext:
     return request.app.state.ctx
 
 
-def get_store(request: Request) -> Store:
-    return get_ctx(request).store
+async def get_ctx(request: Request) -> AppContext:
+    return _context(request)
+
+
+async def get_store(request: Request) -> Store:
+    return _context(request).store
 
 
 def _unauthorized(detail: str) -> HTTPException:
@@ -63,7 +71,8 @@ def _unauthorized(detail: str) -> HTTPException:
 
 
 def authenticate(request: Request) -> Principal:
-    """The caller's principal, or 401 (cached on the request)."""
+    """The caller's principal, or 401 (cached on the request). Blocking: it reads the
+    store."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
@@ -71,7 +80,7 @@ def authenticate(request: Request) -> Principal:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("Not authenticated")
-    principal = auth.principal_for_token(get_store(request), token.strip())
+    principal = auth.principal_for_token(_context(request).store, token.strip())
     if principal is None:
         raise _unauthorized("Could not validate credentials")
     request.state.principal = principal
@@ -85,8 +94,12 @@ class Require:
         self.action = action
         self.resource = resource
 
-    def __call__(self, request: Request) -> Principal:
-        principal = authenticate(request)
+    async def __call__(self, request: Request) -> Principal:
+        """The principal cached on the request (the guard's second run, as a dependency,
+        costs no thread); else the token looked up in a worker thread."""
+        principal = getattr(request.state, "principal", None)
+        if principal is None:
+            principal = await run_in_threadpool(authenticate, request)
         if self.resource is not None and not principal.is_admin:
             raise HTTPException(status_code=403,
                                 detail=f"Permission denied: {self.action} on {self.resource}")
@@ -104,7 +117,7 @@ class AuthFirstRoute(APIRoute):
 
         async def guarded(request: Request) -> Response:
             for guard in guards:
-                await run_in_threadpool(guard, request)
+                await guard(request)
             return await handler(request)
 
         return guarded

@@ -7,17 +7,19 @@ them without guessing from spelling:
   the irregular ones (``children`` -> ``child``, ``ran`` -> ``run``);
 * **meaning**: WordNet, the lexical database, read from its own database files (Debian's
   ``wordnet-base``: ``index.*``, ``data.*``, ``*.exc``). Those files are sorted and
-  addressed by byte offset, so a word is found by binary search with positioned reads
-  and nothing is loaded into memory up front.
+  addressed by byte offset, so a word is found through a sparse index of each sorted
+  file (one line's key per 4 KiB, 135 KiB in all, read at its first lookup) and one
+  positioned read; nothing else is loaded into memory.
 
 Why not nltk's ``WordNetCorpusReader`` over the same files: measured with
 ``scripts/bench_wordnet.py`` (fresh interpreters, rounds interleaved, the 1,097 words of
-the eval sets; medians of four runs of 1-5 rounds on a shared two-core machine), it
-opens the database in 1.9-5.5 s against 0.04-0.12 s here (38-61x), holds 213 MiB
-resident once open against 22 MiB (9.5x; it reads every index into dictionaries up
-front), and after the lookups 242 against 62 MiB, of which 193 against 29 MiB are the
-process's own memory rather than file pages (62 MiB with the files memory-mapped; read
-with ``pread``, 36 MiB, of which 7 MiB file pages); its lookups take 2-5x as long. Nor does
+the eval sets; medians of two runs of 2 rounds on a shared two-core machine), it opens
+the database in 1.8-2.0 s against 0.045-0.050 s here (36-44x), holds 209 MiB resident
+once open against 22 MiB (9.6x; it reads every index into dictionaries up front), and
+after the lookups 238 against 36.5 MiB, of which 193 against 29.6 MiB are the process's
+own memory rather than file pages (62 MiB with the files memory-mapped); its lookups
+take 5-6x as long (0.95 against 0.16-0.19 s; 1.8x before the sparse index, whose
+binary search took 0.53 s; the sparse index adds 0.2 MiB). Nor does
 it read Debian's files as they are: it needs a ``lexnames`` file the package lacks,
 files inside a folder listed in ``nltk.data.path`` (it refuses links to them), and,
 unless told otherwise, nltk's own downloaded WordNet to map its senses onto. Its
@@ -30,6 +32,7 @@ status``) and the calibration holds the default at a safe floor (:mod:`.calibrat
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -107,18 +110,27 @@ class Synset:
 class _SortedLines:
     """A sorted text file searched by its first field, read with ``os.pread``.
 
-    A lookup reads a few 4 KiB pieces; they stay in the page cache rather than in the
-    server's resident set, which a memory map of the files grew by about 8 MiB over 60
-    searches (``/proc/PID/smaps``: index.noun 4.0 MiB, data.noun 2.6 MiB). ``pread``
-    keeps no file position, so threads share the descriptor safely.
+    A lookup reads a few KiB; they stay in the page cache rather than in the server's
+    resident set, which a memory map of the files grew by about 8 MiB over 60 searches
+    (``/proc/PID/smaps``: index.noun 4.0 MiB, data.noun 2.6 MiB). ``pread`` keeps no
+    file position, so threads share the descriptor safely.
+
+    :meth:`find` goes through a sparse index kept in memory: the first field and start
+    of the first whole line at or after every :attr:`BLOCK` bytes (1,539 entries, 135
+    KiB, for WordNet's four index files), so a lookup is a bisect, one read of a block
+    and a search of it for the key's line (2.6 against 25 us): not a binary search of
+    some 17 reads, each a turn of a Python loop under the GIL.
     """
 
     PIECE = 4096
+    BLOCK = 4096
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         self.size = os.fstat(self.fd).st_size
+        self._sparse: tuple[list[bytes], list[int]] | None = None
+        self._building = threading.Lock()
 
     def _line_from(self, pos: int) -> bytes:
         """The text from ``pos`` to the end of its line."""
@@ -150,34 +162,48 @@ class _SortedLines:
                     return pos, piece[nl + 1:end]
         return pos, self._line_from(pos)
 
+    def sparse_index(self) -> tuple[list[bytes], list[int]]:
+        """The first fields and starts of the first whole line at or after every
+        :attr:`BLOCK` bytes, ascending (read in one pass at the first lookup)."""
+        if self._sparse is None:
+            with self._building:
+                if self._sparse is None:
+                    keys: list[bytes] = []
+                    starts: list[int] = []
+                    for pos in range(0, self.size, self.BLOCK):
+                        start, line = self.line_at(pos)
+                        if start < self.size and (not starts or start > starts[-1]):
+                            keys.append(line.split(b" ", 1)[0])
+                            starts.append(start)
+                    self._sparse = keys, starts
+        return self._sparse
+
     def find(self, key: str) -> bytes | None:
-        """The line whose first field is ``key`` (the files sort bytewise)."""
-        if not key or " " in key or not key.isascii():
+        """The line whose first field is ``key`` (the files sort bytewise; the licence
+        header's lines start with spaces, so their first field sorts first)."""
+        if not key or " " in key or "\n" in key or not key.isascii():
             return None
         want = key.encode()
-        lo, hi = 0, self.size
-        while lo < hi:
-            mid = (lo + hi) // 2
-            start, line = self.line_at(mid)
-            if start >= self.size:
-                hi = mid
-                continue
-            first = line.split(b" ", 1)[0]
-            if first < want:  # the licence header's lines start with spaces: first too
-                lo = start + len(line) + 1
-            elif first > want:
-                hi = mid
-            else:
-                return line
-        start, line = self.line_at(lo)
-        return line if line.split(b" ", 1)[0] == want else None
+        keys, starts = self.sparse_index()
+        i = bisect.bisect_right(keys, want) - 1
+        if i < 0:
+            return None
+        end = starts[i + 1] if i + 1 < len(starts) else self.size
+        text = b"\n" + os.pread(self.fd, end - starts[i], starts[i]) + b"\n"
+        head = b"\n" + want
+        at = text.find(head)  # one scan of the block, for most words
+        if at >= 0 and text[at + len(head)] not in b" \n":  # a longer word: read on
+            spaced = text.find(head + b" ", at)
+            at = spaced if spaced >= 0 else text.find(head + b"\n", at)  # the key alone
+        return None if at < 0 else text[at + 1:text.index(b"\n", at + 1)]
 
     def read_at(self, offset: int) -> bytes:
         return self._line_from(offset)
 
 
 class WordNet:
-    """Read-only WordNet over its database files; every lookup is a binary search."""
+    """Read-only WordNet over its database files; a lookup is a bisect in memory and a
+    read of the block it names."""
 
     def __init__(self, root: Path | None) -> None:
         self.root = root
@@ -203,10 +229,16 @@ class WordNet:
 
     def base_forms(self, word: str, pos: str) -> list[str]:
         """The word's dictionary forms in this part of speech (WordNet's morphy)."""
+        return [form for form, _ in self._entries(word, pos)]
+
+    def _entries(self, word: str, pos: str) -> list[tuple[str, bytes]]:
+        """The word's dictionary forms in this part of speech with their index lines."""
         candidates = [word, *self._exceptions.get(pos, {}).get(word, ())]
         candidates += [word[: -len(old)] + new for old, new in DETACH[pos]
                        if word.endswith(old) and len(word) > len(old) + 1]
-        return [c for c in dict.fromkeys(candidates) if self._index[pos].find(c)]
+        index = self._index[pos]
+        return [(c, line) for c in dict.fromkeys(candidates)
+                if (line := index.find(c)) is not None]
 
     @lru_cache(maxsize=8192)  # noqa: B019 - one lexicon per process, never freed
     def synsets(self, word: str, pos: str) -> tuple[Synset, ...]:
@@ -214,10 +246,7 @@ class WordNet:
         if not self.available:
             return ()
         found: list[Synset] = []
-        for lemma in self.base_forms(word.replace(" ", "_"), pos):
-            line = self._index[pos].find(lemma)
-            if line is None:
-                continue
+        for _, line in self._entries(word.replace(" ", "_"), pos):
             fields = line.decode("latin-1").split()
             synset_count, pointer_count = int(fields[2]), int(fields[3])
             offsets = fields[6 + pointer_count:6 + pointer_count + synset_count]
@@ -230,11 +259,9 @@ class WordNet:
         sense-tagged texts: its most frequent ones come first, and a meaning nobody used
         there counts 0 (``pirate`` as a verb, ``pillow`` as one)."""
         total = 0
-        for lemma in self.base_forms(word.replace(" ", "_"), pos) if self.available else ():
-            line = self._index[pos].find(lemma)
-            if line is not None:
-                fields = line.split()
-                total += int(fields[5 + int(fields[3])])
+        for _, line in self._entries(word.replace(" ", "_"), pos) if self.available else ():
+            fields = line.split()
+            total += int(fields[5 + int(fields[3])])
         return total
 
     @lru_cache(maxsize=32768)  # noqa: B019
@@ -243,14 +270,13 @@ class WordNet:
         text = self._data[data_pos].read_at(offset).decode("latin-1")
         head, _, gloss = text.partition(" | ")
         fields = head.split()
-        word_count = int(fields[3], 16)
-        written = [fields[4 + 2 * i].split("(")[0] for i in range(word_count)]
+        at = 4 + 2 * int(fields[3], 16)  # the words, each with its lexical id
+        written = [w.split("(")[0] for w in fields[4:at:2]]
         words = tuple(w.lower() for w in written)
         acronyms = frozenset(w.lower() for w in written if len(w) > 1 and w.isupper())
-        at = 4 + 2 * word_count
-        pointer_count = int(fields[at])
-        pointers = tuple((fields[at + 1 + 4 * i], int(fields[at + 2 + 4 * i]),
-                          fields[at + 3 + 4 * i]) for i in range(pointer_count))
+        # each pointer: symbol, offset, part of speech, source/target (sliced, not looped)
+        ends = fields[at + 1:at + 1 + 4 * int(fields[at])]
+        pointers = tuple(zip(ends[0::4], map(int, ends[1::4]), ends[2::4], strict=True))
         return Synset(data_pos, offset, words, pointers, gloss.strip(), acronyms)
 
     def sense_counts(self, word: str) -> dict[str, int]:

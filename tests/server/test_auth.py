@@ -127,6 +127,18 @@ def test_a_threshold_json_cannot_carry_is_422(kg_server: KGServer, number: str) 
         assert admin.get(THRESHOLD).json()["threshold"] == before
 
 
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded",
+                                          "text/plain"])
+def test_a_search_body_that_is_not_json_is_422(kg_server: KGServer,
+                                                content_type: str) -> None:
+    """A form or text body (curl -d without -H) is told what was wrong, not answered 500."""
+    with kg_server.client("user") as http:
+        response = http.post("/query/search", content=b"query=compress+data",
+                             headers={"content-type": content_type})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["input"] == "query=compress+data"
+
+
 def test_admin_reads_the_threshold_setting(kg_server: KGServer) -> None:
     with kg_server.client("admin") as http:
         body = http.get(THRESHOLD).json()

@@ -89,8 +89,11 @@ class BodySizeLimit:
 
 def _short_input(value: Any) -> Any:
     """The input echoed in a 422: a prefix of a long one, a number JSON cannot carry
-    (1e309 reads as infinity; NaN) as its text."""
-    if isinstance(value, str | bytes) and len(value) > LOG_PREFIX_CHARS:
+    (1e309 reads as infinity; NaN) as its text, a body that is not JSON (a form, plain
+    text: FastAPI echoes its bytes) as text."""
+    if isinstance(value, bytes):
+        value = value[:LOG_PREFIX_CHARS].decode("utf-8", "replace")
+    if isinstance(value, str) and len(value) > LOG_PREFIX_CHARS:
         return value[:LOG_PREFIX_CHARS]
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)

@@ -80,8 +80,9 @@ def test_the_modules_read_the_table() -> None:
 
 
 def test_the_rules_shown_to_users_state_the_table_s_numbers() -> None:
-    assert calibrate.RULE == ("default = ceil((3rd-highest per-concept noise score, 2nd "
-                              "below 1,000 concepts, + 0.03) * 100) / 100")
+    assert calibrate.RULE == ("default = ceil((median over 16 noise samples of the "
+                              "3rd-highest per-concept noise score, 2nd below 1,000 "
+                              "concepts, + 0.03) * 100) / 100")
     assert presets.RULE == (
         "exact = default + (median relevant-probe score - default) / 2 within "
         "[default + 0.05, 0.99]; comprehensive = default - (default - noise median) / 2 "

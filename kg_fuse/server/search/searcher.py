@@ -33,6 +33,8 @@ NEAR_MISS_DEPTH = tuning.NEAR_MISS_DEPTH.value
 NEAR_MISS_STEP = tuning.NEAR_MISS_STEP.value
 #: Closest concepts below the threshold named when a page comes back short.
 CLOSEST = tuning.CLOSEST.value
+#: The least threshold above 0: what :meth:`Searcher.search_many` lists.
+ABOVE_ZERO = float(np.nextafter(np.float32(0.0), np.float32(1.0)))
 #: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
 PREPARED_QUERIES = 1024
 
@@ -170,15 +172,20 @@ class Searcher:
                              closest=closest)
 
     def search_many(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
-        """Each query's top ``k`` final scores (calibration; one embedding batch)."""
+        """Each query's top ``k`` final scores above 0 (calibration: one embedding batch).
+
+        A query the reading finds to be noise scores 0 everywhere: it is neither
+        embedded nor scanned, and finds nothing. Above 0 the scan ranks only the best
+        ``k`` (at 0 every concept would be ranked, most of a calibration's time)."""
         index = self.index
         readings = [self.read(q) for q in queries]
-        vectors = self.embedder.encode([r.embedded_text(q)
-                                        for r, q in zip(readings, queries, strict=True)])
-        found = []
-        for reading, raw in zip(readings, vectors, strict=True):
-            vector, keyword = self.scored_query(reading, raw, index)
-            found.append(index.search(vector, 0.0, top_k=k, keyword=keyword))
+        live = [i for i, reading in enumerate(readings) if reading.familiarity(None) > 0]
+        vectors = self.embedder.encode([readings[i].embedded_text(queries[i])
+                                        for i in live]) if live else []
+        found: list[list[tuple[str, float]]] = [[] for _ in queries]
+        for i, raw in zip(live, vectors, strict=True):
+            vector, keyword = self.scored_query(readings[i], raw, index)
+            found[i] = index.search(vector, ABOVE_ZERO, top_k=k, keyword=keyword)
         return found
 
     # -- the index's changes (the knowledge graph decides when) -------------------------

@@ -31,8 +31,6 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-NOT_MEASURED = "not measured: set by hand"
-
 
 @dataclass(frozen=True)
 class Tuned(Generic[T]):
@@ -58,7 +56,9 @@ VIEW_WEIGHTS = Tuned(
     "keywords 94/136")
 EXAMPLES_CHARS = Tuned(
     400, "the examples view's text is cut here (one long docstring cannot dominate "
-    "the build)", NOT_MEASURED)
+    "the build)",
+    "not measured: build-time (the sweep does not rebuild the store); the examples "
+    "view has weight 0, so only ELABORATION_CHARS of it is read")
 SHORT_SUMMARY_WORDS = Tuned(
     5, "a first paragraph of at most this many words reads on into the next ones in "
     "the description view",
@@ -66,21 +66,31 @@ SHORT_SUMMARY_WORDS = Tuned(
     "under 10 words lost `bytes.decode` and `combinations` (129/136)")
 ELABORATION_CHARS = Tuned(
     300, "how much of the following text such a short summary reads on into",
-    NOT_MEASURED)
+    "not measured: build-time (changing it means re-embedding the corpus)")
 KEYWORD_PER_TERM = Tuned(
-    200, "keyword candidates fetched per query term (bm25 top rows)", NOT_MEASURED)
+    200, "keyword candidates fetched per query term (bm25 top rows)",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 100 and 400 within a query of 200 on every set (held-out recall +1.0 "
+    "and +0.3 points, development +0.1)")
 COMMON_FRACTION = Tuned(
     0.1, "a term in more than this share of concepts carries no keyword weight",
-    NOT_MEASURED)
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 0.05 development +0.1, held-out +0.3 points, judged precision +0.013; "
+    "0.2 development -0.8: within a query or two, kept")
 BM25_WEIGHTS = Tuned(
     (0.0, 4.0, 1.0, 2.0, 1.0), "bm25() column weights: concept id, name, signature, "
-    "description, examples", NOT_MEASURED)
+    "description, examples",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): name and description weights 2/2 held-out +0.3 points, 4/4 "
+    "development +0.3 and held-out -0.2: within a query, kept")
 
 # -- reading the query (understand.py) ---------------------------------------------------
 
 TYPO_PENALTY = Tuned(
     0.5, "a typo's unfamiliarity, and the share of the word its correction carries",
-    NOT_MEASURED)
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 0.3 and 0.7 give the same figures on all 19 sets (their queries hold "
+    "no typo the corpus could correct)")
 UNFAMILIAR_DISCOUNT = Tuned(
     0.4, "how much of the vector score a query loses as its words grow unfamiliar: "
     "1 - d * mean unfamiliarity",
@@ -107,14 +117,28 @@ BRIDGE_FACTORS = Tuned(
     "of meanings lowered the defaults (man 0.22 to 0.17), dropped")
 MULTIWORD_FACTOR = Tuned(
     0.75, "a word out of a multi-word WordNet name (\"loaf of bread\" -> bread) carries "
-    "this much of its bridge", NOT_MEASURED)
-SENSES = Tuned(3, "meanings read per part of speech, most frequent first", NOT_MEASURED)
+    "this much of its bridge",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 0.5 and 1.0 give the same recall and precision; gibberish listing in "
+    "16 and 18 queries against 17 (the question sets' single words)")
+SENSES = Tuned(3, "meanings read per part of speech, most frequent first",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 2 and 5 give the same figures on all 19 sets")
 SENSE_DECAY = Tuned(
-    0.85, "each less frequent meaning's bridges count this much less", NOT_MEASURED)
-MAX_BRIDGES = Tuned(6, "corpus words kept per query word", NOT_MEASURED)
+    0.85, "each less frequent meaning's bridges count this much less",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 0.7 gives the same figures; 1.0 lets one more gibberish query list "
+    "(18 against 17)")
+MAX_BRIDGES = Tuned(6, "corpus words kept per query word",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 4 loses a kitchen-words query (development -0.3) and moves the manual "
+    "pages' default 0.22 -> 0.19; 10 gives the same figures")
 GLOSS_MAX_SENSES = Tuned(
     5, "a definition's word bridges only when it has at most this many meanings (a "
-    "specific thing or action)", NOT_MEASURED)
+    "specific thing or action)",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 3 loses two kitchen-words queries (development -0.6); 8 loses a "
+    "held-out query (-0.6) and lets 2 more gibberish queries list")
 EMBEDDED_BRIDGES = Tuned(
     2, "bridges (synonyms, broader terms) added to the embedded text of a word read "
     "through its meaning: `spaghetti (pasta, dish)`",
@@ -129,9 +153,16 @@ SHOWN_MIN_FACTOR = Tuned(
     "chosen by reading every reading of the everyday sets' words: below 0.4 only distant "
     "classes remain (`spaghetti -> food`); no eval figure")
 MIN_WORD_CHARS = Tuned(
-    3, "shorter words are not looked up in WordNet (ss, xx, a)", NOT_MEASURED)
+    3, "shorter words are not looked up in WordNet (ss, xx, a)",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, 16 noise samples): "
+    "2 gives the same figures; 4 the same recall, the kitchen's and manual pages' "
+    "defaults 0.20 and 0.17 and gibberish in 14 queries against 17 (with one sample 4 "
+    "dropped the manual pages' default to 0.13 and let 4 gibberish queries a set list)")
 MIN_FORM_CHARS = Tuned(
-    4, "shorter words have no other forms (oop is not oops)", NOT_MEASURED)
+    4, "shorter words have no other forms (oop is not oops)",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, 16 noise samples): "
+    "3 gives the same figures, 5 the same recall and gibberish (with one sample 5 "
+    "dropped the stdlib default to 0.25 and let gibberish list in 43 queries)")
 SHORT_TOKEN_CHARS = Tuned(
     4, "a non-English token this short counts only where a concept's name holds it "
     "(foo, cwd)",
@@ -139,7 +170,9 @@ SHORT_TOKEN_CHARS = Tuned(
     "the length itself not measured: set by hand")
 AFFIX_CHARS = Tuned(
     3, "... or where a name word ends with it after at most this many more letters "
-    "(cwd in getcwd)", NOT_MEASURED)
+    "(cwd in getcwd)",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 2 and 5 give the same figures on all 19 sets")
 
 # -- acronyms the corpus defines (acronyms.py) -------------------------------------------
 
@@ -152,7 +185,8 @@ ACRONYM_WINDOW = Tuned(
     "Schwartz & Hearst (2003); not measured here")
 ACRONYM_EXTRA_WORDS = Tuned(
     2, "a long form has at most this many words more than its acronym has letters",
-    NOT_MEASURED)
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, one noise "
+    "sample): 1 and 3 give the same figures on all 19 sets")
 
 # -- the default threshold (calibrate.py) ------------------------------------------------
 
@@ -175,14 +209,25 @@ NO_WORDNET_FLOOR = Tuned(
     "`orbit pickle democracy` 0.304 over the kitchen); 0.512 + NOISE_MARGIN, rounded up")
 NOISE_OUTLIERS = Tuned(
     2, "concepts attracting the most noise left out of the floor (a junk concept "
-    "cannot drag the default)", NOT_MEASURED)
+    "cannot drag the default)",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, 16 noise samples): "
+    "1 raises the stdlib default to 0.32 (gibberish in 13 queries against 17, the "
+    "question sets' single words; one everyday-heldout and one stdlib query lost); 3 "
+    "gives 0.27 and 20")
 SMALL_CORPUS_OUTLIERS = Tuned(
     1, "... in a corpus of fewer than OUTLIER_CORPUS concepts",
     "the man pages (docs/server.md): leaving out two dropped the default from 0.22 to "
     "0.14, below the eval's own nonsense (`tuesday window theory`, 0.17)")
 OUTLIER_CORPUS = Tuned(
-    1000, "the corpus size from which NOISE_OUTLIERS apply", NOT_MEASURED)
-NOISE_PER_SHAPE = Tuned(30, "seeded noise queries of each shape", NOT_MEASURED)
+    1000, "the corpus size from which NOISE_OUTLIERS apply",
+    "not swept: it only decides which outlier count applies, and any value from 320 "
+    "to 6,910 treats the three corpora (67, 319 and 6,910 concepts) alike")
+NOISE_PER_SHAPE = Tuned(
+    30, "seeded noise queries of each shape",
+    "sweep, seventh round (scripts/sweep_tuning.py over the 19 sets, 16 noise samples): "
+    "20 gives defaults 0.26/0.22/0.18 (stdlib/kitchen/man pages) and gibberish in "
+    "30 queries against 17; 60 gives 0.35/0.28/0.28 and 6, but kitchen-words lists "
+    "19/30 against 25/30, and a stdlib and an everyday-heldout query are lost")
 NOISE_SAMPLES = Tuned(
     {"everyday nonsense": 2}, "shapes sampled this many times NOISE_PER_SHAPE",
     "eval, third round: 30 everyday-word sentences let 2/59 gibberish list; 60 gave "
@@ -201,25 +246,32 @@ GIBBERISH_SEED = Tuned(
     "reproducible)", "not tuned: any fixed seed (named after ADR-508)")
 PROBE_COUNT = Tuned(
     40, "relevant probes drawn from the corpus (reported; their median sets `exact`)",
-    NOT_MEASURED)
+    "not measured: the probes are reported and set `exact`; kg-fuse eval measures "
+    "the inherited default, which they do not touch")
 PROBE_WORDS = Tuned(
     (4, 8), "a probe is its concept's description words not in its name: at least, "
-    "at most", NOT_MEASURED)
+    "at most",
+    "not measured: as PROBE_COUNT")
 PROBE_DEPTH = Tuned(
     50, "a probe's concept counts when within this many results",
     "the mount's default listing limit; not measured")
 RECALIBRATE_FRACTION = Tuned(
     0.2, "a calibrated default is recalibrated when the corpus grew or shrank by more "
-    "than this share", NOT_MEASURED)
+    "than this share",
+    "not measured: when to calibrate again, not what; no eval set changes its "
+    "corpus")
 
 # -- the presets (presets.py) --------------------------------------------------------------
 
 EXACT_STEP = Tuned(
     0.05, "`exact` is at least the default + this",
     "not measured: set by hand (the full stdlib gives exact 0.49 at default 0.28)")
-EXACT_CAP = Tuned(0.99, "`exact` is at most this", NOT_MEASURED)
+EXACT_CAP = Tuned(0.99, "`exact` is at most this",
+    "not measured: caps a preset, which kg-fuse eval (the inherited default) does "
+    "not use")
 COMPREHENSIVE_STEP = Tuned(
-    0.02, "`comprehensive` is at least this below the default", NOT_MEASURED)
+    0.02, "`comprehensive` is at least this below the default",
+    "not measured: as EXACT_CAP")
 COMPREHENSIVE_MAX_DROP = Tuned(
     0.10, "`comprehensive` is at most this below the default (below it: noise)",
     "not measured: set by hand (the full stdlib gives comprehensive 0.18, this floor)")
@@ -245,7 +297,7 @@ NEAR_MISS_STEP = Tuned(
     "the platform's rule (API contract)")
 CLOSEST = Tuned(
     5, "closest concepts below the threshold named when a page comes back short (ours)",
-    NOT_MEASURED)
+    "not measured: display only (the near misses a short listing names)")
 
 #: Every entry, in the order above: name -> entry.
 TABLE: dict[str, Tuned] = {name: entry for name, entry in globals().items()

@@ -3,6 +3,7 @@ updates, near-duplicate warnings, the default's provenance and the recalibration
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,28 @@ def test_calibrated_default_follows_the_corpus_but_an_admin_value_stays(
     assert graph.threshold.stored() == 0.77
     assert graph.threshold.provenance() == {"source": "administrator", "set_by": "admin",
                                   "set_at": "now"}
+
+
+def test_a_default_calibrated_by_an_earlier_rule_is_calibrated_again(
+        graph: KnowledgeGraph) -> None:
+    """An upgrade that changes how the floor is measured (one noise sample, then the
+    median of several) gives a calibrated default by the new rule at the next start; an
+    administrator's value is never touched."""
+    graph.changes.add_documents([doc(SAUCES, "sauces.md")])
+    report = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    assert not graph.threshold.recalibrate_if_drifted()  # same corpus, same rule
+    report["rule"] = "default = ceil((3rd-highest per-concept noise score + 0.03) * 100) / 100"
+    report["sample_floors"] = []
+    graph.store.set_setting(calibrate.CALIBRATION_KEY, json.dumps(report))
+    assert graph.threshold.recalibrate_if_drifted()
+    again = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    assert again["rule"] == calibrate.RULE and len(again["sample_floors"]) == calibrate.ROUNDS
+    assert graph.threshold.stored() == again["default"]
+    graph.threshold.set(0.77, provenance={"source": "administrator", "set_by": "admin",
+                                          "set_at": "now"})
+    graph.store.set_setting(calibrate.CALIBRATION_KEY, json.dumps(report))
+    assert not graph.threshold.recalibrate_if_drifted()
+    assert graph.threshold.stored() == 0.77
 
 
 def test_small_change_keeps_the_calibrated_default(graph: KnowledgeGraph) -> None:

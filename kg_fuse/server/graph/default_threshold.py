@@ -104,19 +104,24 @@ class DefaultThreshold:
 
     def recalibrate_if_drifted(self) -> bool:
         """Recalibrate a calibrated default after the corpus changed by more than
-        RECALIBRATE_FRACTION, or after WordNet was found or lost; an administrator's value
-        is never touched."""
+        RECALIBRATE_FRACTION, after WordNet was found or lost, or when it was calibrated
+        by another rule (an earlier version's); an administrator's value is never
+        touched."""
         prov = self.provenance()
         size = len(self.searcher.index)
         if prov.get("source") not in ("calibrated", "fallback") or not size:
             return False
         legacy = bool(prov.get("legacy"))
         lexicon_changed = calibrate.lexicon_changed(prov.get("wordnet"))
-        if not legacy and not lexicon_changed and prov.get("source") == "calibrated" and \
+        rule_changed = calibrate.rule_changed(
+            self.store.get_json_setting(calibrate.CALIBRATION_KEY))
+        if not legacy and not lexicon_changed and not rule_changed and \
+                prov.get("source") == "calibrated" and \
                 not calibrate.drifted(int(prov.get("concept_count") or 0), size):
             return False
         log.info("recalibrating: %s", "earlier scoring" if legacy else
                  "WordNet found or lost since the calibration" if lexicon_changed else
+                 "calibrated by an earlier rule" if rule_changed else
                  f"corpus changed from {prov.get('concept_count', 0)} to {size} concepts")
         self.calibrate(write=True)
         return True

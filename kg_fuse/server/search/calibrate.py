@@ -367,6 +367,13 @@ def drifted(calibrated_count: int, current_count: int,
     return abs(current_count - calibrated_count) > fraction * calibrated_count
 
 
+def rule_changed(report: object) -> bool:
+    """Whether the stored calibration report was measured by another rule than this
+    version's (an upgrade changed how the floor is measured): its default is then not the
+    one this version would choose."""
+    return isinstance(report, dict) and report.get("rule", RULE) != RULE
+
+
 def lexicon_changed(calibrated_with_wordnet: bool | None) -> bool:
     """Whether WordNet was found or lost since the calibration: the noise it measured
     and the safe floor then no longer apply (unrecorded: calibrated with it, as the

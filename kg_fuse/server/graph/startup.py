@@ -13,7 +13,7 @@ from kg_fuse.memory import give_memory_back
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
-from kg_fuse.server.graph import indexing
+from kg_fuse.server.graph import indexing, model_record
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from kg_fuse.server.search import calibrate
 from kg_fuse.server.storage import content
@@ -50,6 +50,7 @@ def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | 
         else:
             log.info("index is up to date: %d concepts, nothing to embed", len(graph.index))
     if len(graph.index):
+        graph.searcher.scale = model_record.ensure_scale(store, graph.embedder)
         graph.threshold.recalibrate_if_drifted()
     elif graph.threshold.stored() is None:
         log.info("no concepts to calibrate against; the fallback %.2f applies until "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import NamedTuple
@@ -27,6 +27,7 @@ import numpy as np
 
 from kg_fuse.server.embedding.embedder import DIMENSIONS
 from kg_fuse.server.search import tuning
+from kg_fuse.server.search.scale import IDENTITY, ScoreScale
 from kg_fuse.server.search.scan import QuantisedScan, exact_scores
 from kg_fuse.server.search.views import fuse
 from kg_fuse.server.storage import search_rows
@@ -63,6 +64,9 @@ class KeywordRows(NamedTuple):
     values: np.ndarray
     factors: np.ndarray | None = None
     rest: float = 1.0
+    #: the familiarity the query vector already carries (the score scale's offset is
+    #: scaled by it as the cosine is: :class:`kg_fuse.server.search.scale.ScoreScale`)
+    weight: float = 1.0
 
 
 def _empty() -> np.ndarray:
@@ -94,15 +98,15 @@ def load_fused(store: Store, ids: list[str] | None = None) -> dict[str, np.ndarr
     return {cid: fuse(v) for cid, v in views.items()}
 
 
-def _best_of(top_k: int | None, keyword_rows: np.ndarray, floor: float, rest: float
-             ) -> tuple[int, float] | None:
+def _best_of(top_k: int | None, keyword_rows: np.ndarray, floor: float, rest: float,
+             ceiling: Callable[[float], float]) -> tuple[int, float] | None:
     """What :meth:`ConceptIndex.search` needs of the vector scan when it ranks only the
     best ``top_k``: the best ``top_k`` plain rows, so the best ``top_k`` plus as many as
     have keyword scores (those are scored apart), and every row whose score clips to 1
     (ties, which go by id). Below a score of 0 all tie too, so only above a floor."""
     if top_k is None or floor <= 0 or rest < 1e-6:
         return None
-    return top_k + len(keyword_rows), (1.0 - 1e-6) / float(np.float32(rest))
+    return top_k + len(keyword_rows), ceiling((1.0 - 1e-6) / float(np.float32(rest)))
 
 
 @dataclass(frozen=True)
@@ -161,11 +165,12 @@ class ConceptIndex:
                             row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
 
     def keyword_rows(self, keyword: Mapping[str, float] | None,
-                     factors: Mapping[str, float] | None = None, rest: float = 1.0
-                     ) -> KeywordRows:
+                     factors: Mapping[str, float] | None = None, rest: float = 1.0,
+                     weight: float = 1.0) -> KeywordRows:
         """Keyword scores by row (concepts not in the index left out), for :meth:`search`;
         worth keeping when the same keyword scores are searched again. ``factors``
-        (default 1) scale those rows' vector scores, ``rest`` the other rows'.
+        (default 1) scale those rows' vector scores, ``rest`` the other rows';
+        ``weight`` is the familiarity the query vector carries.
 
         Each column is one pass of C-level iteration (a search's few hundred matches
         were Python loops under the GIL), then the concepts not in the index dropped."""
@@ -173,23 +178,24 @@ class ConceptIndex:
         count = len(keyword)
         found = np.fromiter(map(self.row_of.get, keyword, repeat(-1)), np.int64, count)
         inside = found >= 0
-        scale = None
+        row_factors = None
         if factors is not None:
-            scale = np.fromiter(map(factors.get, keyword, repeat(rest)), np.float32,
-                                count)[inside]
+            row_factors = np.fromiter(map(factors.get, keyword, repeat(rest)), np.float32,
+                                      count)[inside]
         return KeywordRows(found[inside],
                            np.fromiter(keyword.values(), np.float32, count)[inside],
-                           scale, rest)
+                           row_factors, rest, weight)
 
     def search(self, vector: np.ndarray, threshold: float, ontology: str | None = None,
                top_k: int | None = None,
-               keyword: Mapping[str, float] | KeywordRows | None = None
-               ) -> list[tuple[str, float]]:
+               keyword: Mapping[str, float] | KeywordRows | None = None,
+               scale: ScoreScale = IDENTITY) -> list[tuple[str, float]]:
         """Concepts whose merged score >= threshold, best first (ties by id order).
 
         Vector-only rows come from the quantised threshold scan (``scan.py``, exact);
         rows with a keyword score are scored exactly and merged. With ``top_k`` only the
-        best ``top_k`` are ranked (the rest never leave numpy).
+        best ``top_k`` are ranked (the rest never leave numpy). ``scale`` maps the
+        model's products onto the reference model's scores (:mod:`.scale`).
         """
         if not self.ids:
             return []
@@ -200,7 +206,7 @@ class ConceptIndex:
                 return []
         floor = threshold if threshold > 0 else -2.0  # merged scores clip below at 0
         kw = keyword if isinstance(keyword, KeywordRows) else self.keyword_rows(keyword)
-        at, values, factors, rest = kw
+        at, values, factors, rest, weight = kw
         if rows is not None and at.size:
             inside = np.zeros(len(self.ids), bool)
             inside[rows] = True
@@ -208,13 +214,17 @@ class ConceptIndex:
             at, values = at[keep], values[keep]
             factors = factors[keep] if factors is not None else None
         if rest > 0 or floor <= 0:  # at threshold 0 every concept is listed, as 0 if need be
-            positions, vec = self.scanner.above(vector, floor / rest if floor > 0 else floor,
-                                                rows=rows, top=_best_of(top_k, at, floor, rest))
-            scores = np.clip(vec * np.float32(rest), 0.0, 1.0)
+            def product(score: float) -> float:
+                return scale.product_at(score, weight)
+
+            positions, vec = self.scanner.above(
+                vector, product(floor / rest) if floor > 0 else floor, rows=rows,
+                top=_best_of(top_k, at, floor, rest, product))
+            scores = np.clip(scale.scores(vec, weight) * np.float32(rest), 0.0, 1.0)
         else:  # only rows with evidence can score
             positions, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
         if at.size:
-            exact = exact_scores(self.matrix[at], vector)
+            exact = scale.scores(exact_scores(self.matrix[at], vector), weight)
             if factors is not None:
                 exact = exact * factors
             merged = merge(exact, values).astype(np.float64)

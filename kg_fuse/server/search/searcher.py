@@ -21,6 +21,7 @@ from kg_fuse.server.search import keywords, tuning
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
 from kg_fuse.server.search.lexicon import wordnet
+from kg_fuse.server.search.scale import IDENTITY, SCALE_KEY, ScoreScale
 from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
 from kg_fuse.server.storage.store import Store
 
@@ -72,6 +73,8 @@ class Searcher:
         self.store = store  # keyword lookups (FTS5) and the index's stored vectors
         self.embedder = embedder
         self.index = ConceptIndex()
+        #: the model's cosines on the reference scale (:mod:`.scale`); set at start-up
+        self.scale = IDENTITY
         self.vocabulary = Vocabulary()
         self.lexicon = wordnet()
         self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
@@ -107,12 +110,13 @@ class Searcher:
         """
         best = reading.familiarity(None)
         if best <= 0:
-            return vector * np.float32(0.0), index.keyword_rows({})
+            return vector * np.float32(0.0), index.keyword_rows({}, weight=0.0)
         if match is None:
             match = self.keyword_scores(reading, index)
         factors = {cid: reading.familiarity(at) / best for cid, at in match.bridged.items()}
         rest = reading.familiarity({}) / best
-        return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest)
+        return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest,
+                                                             weight=best)
 
     def keyword_scores(self, reading: QueryReading, index: ConceptIndex
                        ) -> keywords.KeywordMatch:
@@ -138,7 +142,8 @@ class Searcher:
         if found is None:
             reading = self.read(query)
             if reading.familiarity(None) <= 0:  # noise: its vector counts for 0, unembedded
-                found = PreparedQuery(np.zeros(DIMENSIONS, np.float32), index.keyword_rows({}))
+                found = PreparedQuery(np.zeros(DIMENSIONS, np.float32),
+                                      index.keyword_rows({}, weight=0.0))
             else:
                 # keywords first: searches queued for the model's next run look theirs up
                 # while it runs (it releases the GIL), not one after another after it
@@ -156,18 +161,18 @@ class Searcher:
         index = self.index
         vector, keyword = self.prepared(query)
         page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
-                            keyword=keyword)[offset:]
+                            keyword=keyword, scale=self.scale)[offset:]
         short = len(page) < NEAR_MISS_SHORT
         closest: list[tuple[str, float]] = []
         if short and offset == 0 and threshold > 0:
             closest = [(cid, s) for cid, s in index.search(
                 vector, 1e-6, ontology=ontology, top_k=len(page) + CLOSEST,
-                keyword=keyword) if s < threshold][:CLOSEST]
+                keyword=keyword, scale=self.scale) if s < threshold][:CLOSEST]
         near_miss = None
         if short and threshold > NEAR_MISS_FLOOR:
             near_miss = _near_miss(index.search(
                 vector, NEAR_MISS_FLOOR, ontology=ontology, top_k=NEAR_MISS_DEPTH * limit,
-                keyword=keyword), threshold)
+                keyword=keyword, scale=self.scale), threshold)
         return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
                              closest=closest)
 
@@ -185,7 +190,7 @@ class Searcher:
         found: list[list[tuple[str, float]]] = [[] for _ in queries]
         for i, raw in zip(live, vectors, strict=True):
             vector, keyword = self.scored_query(readings[i], raw, index)
-            found[i] = index.search(vector, ABOVE_ZERO, top_k=k, keyword=keyword)
+            found[i] = index.search(vector, ABOVE_ZERO, top_k=k, keyword=keyword, scale=self.scale)
         return found
 
     # -- the index's changes (the knowledge graph decides when) -------------------------
@@ -193,6 +198,7 @@ class Searcher:
     def reload(self) -> None:
         """The index and vocabulary read afresh from the store."""
         self.index = ConceptIndex.load(self.store)
+        self.scale = ScoreScale.from_json(self.store.get_setting(SCALE_KEY)) or IDENTITY
         with self.store.locked() as conn:
             self.vocabulary = keywords.load_vocabulary(conn)
 

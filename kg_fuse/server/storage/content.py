@@ -236,6 +236,19 @@ def save_views(store: Store, model: str, vectors: list[tuple[str, str, bytes]],
         _index_text(conn, texts)
 
 
+def forget_vectors(store: Store) -> None:
+    """Drop every stored vector and the SIMILAR_TO links made from them: the store is
+    to be embedded again by another model (the epoch moves: every score changes)."""
+    with store.transaction(content_change=True) as conn:
+        conn.execute("DELETE FROM concept_views")
+        conn.execute("DELETE FROM relationships WHERE rel_type = 'SIMILAR_TO'")
+
+
+def embedded_models(store: Store) -> list[str]:
+    """The models the stored vectors were made by (one, in a store never mixed)."""
+    return [r[0] for r in store.query("SELECT DISTINCT model FROM concept_views")]
+
+
 def save_text(store: Store, texts: list[ConceptText]) -> None:
     """(Re)write the keyword-search rows of these concepts."""
     with store.transaction() as conn:

@@ -188,6 +188,19 @@ class Store:
         with self._lock:
             self._conn.close()
 
+    def copy_to(self, target: Path) -> None:
+        """A consistent copy of the whole store at ``target`` (SQLite's online backup:
+        readers and a running server go on meanwhile)."""
+        with self._lock, contextlib.closing(sqlite3.connect(str(target))) as copy:
+            self._conn.backup(copy)
+
+    def seal(self) -> None:
+        """Close the store as one self-contained file (no write-ahead log beside it),
+        ready to be renamed into place."""
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=DELETE")
+            self._conn.close()
+
     def _add_missing_columns(self) -> None:
         """Bring a store written by an older version up to the current schema."""
         for table, columns in ADDED_COLUMNS.items():
@@ -262,6 +275,10 @@ class Store:
         with self.transaction() as conn:
             for key, value in values.items():
                 write_setting(conn, key, value)
+
+    def delete_settings(self, keys: Iterable[str]) -> None:
+        with self.transaction() as conn:
+            conn.executemany("DELETE FROM settings WHERE key = ?", [(k,) for k in keys])
 
     def get_json_setting(self, key: str) -> object:
         raw = self.get_setting(key)

@@ -146,7 +146,7 @@ def run(build_parser: Callable[[], argparse.ArgumentParser],
         if not _server_missing(exc):
             return _unexpected(exc)
         print(f"kg-fuse: the embedded server is not installed (missing {exc.name}) "
-              "(hint: pip install 'kg-fuse[server]')", file=sys.stderr)
+              f"(hint: {exits.install_hint('server')})", file=sys.stderr)
         return exits.NOT_INSTALLED
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""

@@ -6,10 +6,12 @@ turns them into one line on stderr, ``kg-fuse: MESSAGE (hint: HINT)``, and the e
 
 from __future__ import annotations
 
+import sys
+
 OK = 0
 FAILED = 1  # the command ran and did not succeed: not mounted, no server, mount failed
 USAGE = 2  # the command line or its input is wrong: unknown option, not a directory
-NOT_INSTALLED = 3  # the command needs the server extra: pip install 'kg-fuse[server]'
+NOT_INSTALLED = 3  # the command needs the server extra (install_hint("server"))
 INTERRUPTED = 130  # Ctrl-C
 
 EXIT_CODES_HELP = (
@@ -34,3 +36,9 @@ class CommandError(Exception):
 
 class UsageError(CommandError):
     code = USAGE
+
+
+def install_hint(extra: str) -> str:
+    """How to add an extra, with the interpreter this kg-fuse runs in. From a checkout:
+    the registry's ``kg-fuse`` is another program (the platform's own client)."""
+    return f"in a kg-fuse checkout: {sys.executable} -m pip install '.[{extra}]'"

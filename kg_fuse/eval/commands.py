@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kg_fuse.console import Command, add_commands, option
 from kg_fuse.eval import sets
+from kg_fuse.exits import install_hint
 from kg_fuse.limits import DEFAULT_LIMIT
 
 
@@ -60,7 +61,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("kg-fuse eval: --plot needs matplotlib: pip install 'kg-fuse[plot]'",
+            print(f"kg-fuse eval: --plot needs matplotlib: {install_hint('plot')}",
                   file=sys.stderr)
             return 2
     try:

@@ -2,7 +2,7 @@
 marked, and each query's listing size against its precision (the share of its listed
 files judged relevant, for sets judged by hand; else the listing sizes alone).
 
-matplotlib is an optional extra (``pip install 'kg-fuse[plot]'``); it is imported only
+matplotlib is an optional extra (the ``plot`` extra); it is imported only
 when a plot is asked for.
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kg_fuse.eval.report import query_precision, summary
 from kg_fuse.eval.runner import EvalRun
+from kg_fuse.exits import install_hint
 
 
 class PlotUnavailable(RuntimeError):
@@ -27,7 +28,7 @@ def plot(runs: list[EvalRun], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise PlotUnavailable(
-            "--plot needs matplotlib: pip install 'kg-fuse[plot]'") from exc
+            f"--plot needs matplotlib: {install_hint('plot')}") from exc
     fig, axes = plt.subplots(len(runs), 2, figsize=(14, 4.5 * len(runs)), squeeze=False)
     for run, (scores, sizes) in zip(runs, axes, strict=True):
         _panel(run, scores)

@@ -177,4 +177,5 @@ def test_server_command_without_the_server_extra(home: tuple[dict[str, str], Pat
     result = run(["index"], env, cwd)
     assert result.returncode == exits.NOT_INSTALLED, result.stderr
     assert "Traceback" not in result.stderr
-    assert "pip install 'kg-fuse[server]'" in result.stderr.strip().splitlines()[-1]
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"{sys.executable} -m pip install '.[server]'" in last  # this interpreter's pip

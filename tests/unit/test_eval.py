@@ -126,7 +126,7 @@ def test_text_and_json_name_every_miss() -> None:
 def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["eval", "--plot", "out.png"]) == 2
-    assert "pip install 'kg-fuse[plot]'" in capsys.readouterr().err
+    assert "-m pip install '.[plot]'" in capsys.readouterr().err
 
 
 def test_unknown_set_is_a_clear_error(capsys) -> None:

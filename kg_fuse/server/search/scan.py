@@ -35,14 +35,16 @@ import logging
 
 import numpy as np
 
+from kg_fuse.exits import install_hint
+
 log = logging.getLogger(__name__)
 
 try:  # in the server extra; a venv set up before it was added still answers (slowly)
     import numkong
 except ImportError:  # pragma: no cover - exercised by the tests with numkong hidden
     numkong = None
-    log.warning("numkong is not installed: the search scan uses numpy (slow); "
-                "pip install 'kg-fuse[server]'")
+    log.warning("numkong is not installed: the search scan uses numpy (slow); %s",
+                install_hint("server"))
 
 BLOCK_ROWS = 32_768  # 12 MiB of codes, 128 KiB of products: filtered while in cache
 _MARGIN = 1e-5  # float32 rounding of the estimate and its bound, relative to their size

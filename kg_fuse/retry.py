@@ -1,6 +1,6 @@
-"""The one retry policy for every wait on the server: exponential backoff with jitter
-(tenacity's ``wait_exponential_jitter``), bounded, used as a schedule and never waited
-on in line by a FUSE handler (the shell that asked would hang).
+"""The one retry policy for every wait on the server: exponential backoff with jitter,
+bounded, used as a schedule and never waited on in line by a FUSE handler (the shell
+that asked would hang).
 
 Its numbers (``SERVER_RETRY``), and why:
 
@@ -18,22 +18,24 @@ it. It sits below both the client and the server's commands, which all wait on a
 server; which failures are worth waiting on is the client's to say
 (:data:`kg_fuse.client.errors.RETRIED`). What waits on the server:
 
-- a listing whose fetch failed (``fs/results``): callers during its backoff get the
+- a listing whose fetch failed (``fs/queries/results.py``): callers during its backoff get the
   failure, or the last listing marked stale, at once; when it ends one caller fetches
   and the others wait for that fetch's outcome;
-- the server default after a failed lookup (``fs/watcher``);
-- an upload from ``ingest/``, and the status of its job (``fs/ingest``: while the
+- the server default after a failed lookup (``fs/queries/watcher.py``);
+- an upload from ``ingest/``, and the status of its job (``fs/tree/ingest.py``: while the
   server answers, a running job is asked every ``SERVER_RETRY.initial`` seconds);
 - ``kg-fuse server start`` waiting for the new server to answer (``delays``).
+
+The delay is one formula, written here: a retry library's wait strategies take the state
+of a call they retry themselves, and nothing here is retried in line.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-
-import tenacity
 
 
 @dataclass(frozen=True)
@@ -43,12 +45,11 @@ class RetryPolicy:
     jitter: float
 
     def delay(self, failures: int) -> float:
-        """Seconds to wait after ``failures`` failures in a row (1 or more)."""
-        wait = tenacity.wait_exponential_jitter(initial=self.initial, max=self.maximum,
-                                                jitter=self.jitter)
-        state = tenacity.RetryCallState(None, None, (), {})
-        state.attempt_number = max(1, failures)
-        return wait(state)
+        """Seconds to wait after ``failures`` failures in a row (1 or more): ``initial``
+        doubled per failure after the first, plus up to ``jitter``, at most ``maximum``."""
+        exponent = min(max(1, failures) - 1, 64)  # 2**64 s is past any maximum
+        return min(self.initial * 2.0 ** exponent + random.uniform(0, self.jitter),
+                   self.maximum)
 
     def delays(self) -> Iterator[float]:
         """The waits between attempts, without end (for a loop that sleeps)."""

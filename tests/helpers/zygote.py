@@ -33,7 +33,7 @@ KINDS = {
     "server": ("kg_fuse.cli",
                ("numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "anyio",
                 "httpx", "pydantic")),
-    "mount": ("kg_fuse.cli", ("pyfuse3", "trio", "httpx", "cachetools", "tenacity",
+    "mount": ("kg_fuse.cli", ("pyfuse3", "trio", "httpx", "cachetools",
                               "platformdirs", "tomli_w")),
 }
 PR_SET_CHILD_SUBREAPER = 36

@@ -133,13 +133,6 @@ def _judged(token: str) -> bool:
     return len(token) >= 2 and any(c.isalpha() for c in token) and token not in STOPWORDS
 
 
-def judged_words(query: str) -> list[str]:
-    """The words a query is read by: tokens of two or more characters with a letter in
-    them, English function words left out (a query of nothing else, ``-in``, ``of the``,
-    asks for nothing)."""
-    return [t for t in tokens(query) if _judged(t)]
-
-
 def repeated_words(query: str) -> list[str]:
     """The query's judged words when every one of them comes twice or more (``blah blah
     blah``, ``test test test``), else none."""

@@ -53,9 +53,15 @@ def _store_options() -> list[Option]:
                         f"DIR/server/ (default: {paths.data_dir()})")]
 
 
+def _model_option() -> Option:
+    return option("--model", default=None, metavar="NAME",
+                  help="the embedding model (kg-fuse model list; default: all-MiniLM-L6-v2)")
+
+
 def _corpus_options() -> list[Option]:
     return [
         *_store_options(),
+        _model_option(),
         option("--corpus", choices=("stdlib", "none"), default="stdlib",
                help="build the Python standard-library corpus, or none"),
         option("--modules", type=_modules, default=None, metavar="M1,M2,...",
@@ -206,16 +212,23 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
+def _open_graph(data_dir: Path | None, model_name: str | None = None) -> KnowledgeGraph:
+    """The store with the model ``model_name`` (None: the default) to embed with."""
     from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.embedding.models import resolve
     from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
     from kg_fuse.server.storage.store import Store
 
-    return KnowledgeGraph(Store(paths.server_db_path(data_dir)), Embedder())
+    embedder = Embedder(resolve(model_name))  # an unknown or missing model: one line, first
+    return KnowledgeGraph(Store(paths.server_db_path(data_dir)), embedder)
 
 
 def _check_inputs(args: argparse.Namespace) -> None:
-    """Refuse a bad --modules or --ingest before opening (or creating) a store."""
+    """Refuse a bad --model, --modules or --ingest before opening (or creating) a store."""
+    if args.model is not None:
+        from kg_fuse.server.embedding.models import resolve
+
+        resolve(args.model)
     if args.modules and args.corpus == "stdlib":
         from kg_fuse.server.corpus.stdlib import discover_modules
 
@@ -306,7 +319,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     _make_private(args.data_dir, args.log_file)
-    graph = _open_graph(args.data_dir)
+    graph = _open_graph(args.data_dir, args.model)
     try:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
             graph.embedder.load()
@@ -366,7 +379,7 @@ def index_command(args: argparse.Namespace) -> int:
     _check_inputs(args)
     _setup_logging()
     _make_private(args.data_dir)
-    graph = _open_graph(args.data_dir)
+    graph = _open_graph(args.data_dir, args.model)
     try:
         _prepare(graph, args)
         print(f"index ready: {len(graph.index)} concepts in {graph.store.path} "

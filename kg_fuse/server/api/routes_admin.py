@@ -19,7 +19,6 @@ from kg_fuse.server.api.schemas import (
     ThresholdUpdateResponse,
     TokenResponse,
 )
-from kg_fuse.server.embedding.embedder import MODEL_NAME
 from kg_fuse.server.search import lexicon, presets
 from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
 
@@ -34,7 +33,7 @@ _TOKEN_FIELDS = ("grant_type", "client_id", "client_secret")
 def health(ctx: Ctx, store: Storage) -> HealthResponse:
     graph = ctx.graph
     return HealthResponse(status="healthy" if len(graph.index) else "degraded",
-                          concepts=len(graph.index), embedding_model=MODEL_NAME,
+                          concepts=len(graph.index), embedding_model=graph.embedder.name,
                           epoch=store.epoch(),
                           warnings=[] if lexicon.wordnet().available else [lexicon.MISSING])
 

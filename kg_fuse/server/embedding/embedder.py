@@ -1,18 +1,25 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime, offline, without torch.
+"""Sentence embeddings on ONNX Runtime, offline, without torch.
 
-The graph is made once from the packaged weights (:mod:`kg_fuse.server.embedding.model_file`) and
-run with ``onnxruntime`` and the model's own ``tokenizer.json`` (``tokenizers``): about
-160 MiB resident and half a second to load, against torch's 450 MiB and several seconds.
-Vectors match sentence-transformers' to a cosine of 0.99999 or better, so stores built
-before keep working.
+A model (:class:`~kg_fuse.server.embedding.models.ModelSpec`; all-MiniLM-L6-v2 unless
+another is chosen) runs from its ONNX graph, made once from its weights
+(:mod:`kg_fuse.server.embedding.graph`), with ``onnxruntime`` and the model's own
+``tokenizer.json`` (``tokenizers``): about 160 MiB resident and half a second to load,
+against torch's 450 MiB and several seconds. Vectors match sentence-transformers' to a
+cosine of 0.99999 or better, so stores built before keep working.
+
+Documents and queries are embedded apart (:meth:`Embedder.encode` and
+:meth:`Embedder.encode_queries`): a model trained with prompts (bge's query instruction,
+e5's ``query: ``/``passage: ``) gets each text with its own prompt, as
+sentence-transformers' ``encode_query``/``encode_document`` give them.
 
 The glue (tokenize, run, done: pooling and normalisation are in the graph) is written
 here, not taken from a library, because none fits offline: sentence-transformers' ONNX
 backend needs ``import sentence_transformers``, which imports torch (checked), as do
 optimum's ORT models; fastembed cannot make the ONNX file from the weights, and takes its
 truncation from the packaged ``tokenizer_config.json`` (512 tokens) where
-sentence-transformers cuts at 256: 4 of the stdlib store's 6,910 embedded texts are
-longer (up to 499 tokens) and would get other vectors than the stored ones.
+sentence-transformers cuts all-MiniLM-L6-v2 at 256: 4 of the stdlib store's 6,910
+embedded texts are longer (up to 499 tokens) and would get other vectors than the stored
+ones.
 
 The server calls it from worker threads (routes and jobs run searches and ingestion
 through anyio's thread pool) so encoding never blocks the event loop. An
@@ -36,12 +43,12 @@ from typing import Any
 import numpy as np
 
 from kg_fuse.memory import give_memory_back
+from kg_fuse.server.embedding import models
+from kg_fuse.server.embedding.models import ModelSpec
 from kg_fuse.server.embedding.runtime import import_onnxruntime
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-DIMENSIONS = 384
 BATCH_SIZE = 64
 #: ONNX Runtime's threads within one run, at most one per core. They sleep when idle
 #: instead of spinning (ONNX Runtime's default): on a loaded two-core machine spinning
@@ -117,16 +124,23 @@ class QueryBatches:
 
 
 class Embedder:
-    """Normalised float32 sentence embeddings; thread-safe."""
+    """Float32 sentence embeddings of one model (unit length if it normalises); thread-safe."""
 
-    name = MODEL_NAME
-
-    def __init__(self) -> None:
+    def __init__(self, spec: ModelSpec | None = None) -> None:
+        self.spec = spec or models.resolve(None)
         self._session: Any = None
         self._tokenizer: Any = None
         self._release: Any = None
         self._lock = threading.Lock()
-        self._queries = QueryBatches(self._run)
+        self._queries = QueryBatches(self._run_query)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dimensions(self) -> int:
+        return self.spec.dimensions
 
     def _load(self) -> None:
         if self._session is not None:
@@ -134,15 +148,11 @@ class Embedder:
         with self._lock:
             if self._session is not None:
                 return
-            from tokenizers import Tokenizer
+            from kg_fuse.server.embedding.folder import load_tokenizer
 
-            from kg_fuse.server.embedding import model_file
-
-            path = model_file.ensure_model_file()
-            log.info("loading embedding model %s from %s", MODEL_NAME, path)
-            tokenizer = Tokenizer.from_file(str(model_file.weights_dir() / "tokenizer.json"))
-            tokenizer.enable_truncation(model_file.max_seq_length())
-            tokenizer.enable_padding()
+            path = models.ensure_graph(self.spec)
+            log.info("loading embedding model %s from %s", self.spec.name, path)
+            tokenizer = load_tokenizer(self.spec.folder, self.spec.max_seq_length)
             onnxruntime = import_onnxruntime()
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = min(INTRA_OP_THREADS, os.cpu_count() or 1)
@@ -170,20 +180,31 @@ class Embedder:
                                     ("token_type_ids", "type_ids"))}
         return self._session.run(None, feeds, self._release if release else None)[0]
 
+    def _run_query(self, texts: Sequence[str]) -> np.ndarray:
+        prompt = self.spec.prompts.query
+        return self._run([prompt + t for t in texts] if prompt else texts)
+
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        """Embed ``texts`` (blocking); rows are unit length."""
+        """Embed DOCUMENTS (the model's document prompt before each), blocking."""
+        return self._encode(texts, self.spec.prompts.document, progress)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed QUERIES together (the model's query prompt before each), blocking."""
+        return self._encode(texts, self.spec.prompts.query, False)
+
+    def _encode(self, texts: Sequence[str], prompt: str, progress: bool) -> np.ndarray:
         if not texts:
-            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+            return np.zeros((0, self.dimensions), dtype=np.float32)
         self._load()
         # batches of similar length pad little (as sentence-transformers does)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        vectors = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        vectors = np.empty((len(texts), self.dimensions), dtype=np.float32)
         bar = self._bar(len(texts)) if progress else None
         try:
             for start in range(0, len(order), BATCH_SIZE):
                 rows = order[start:start + BATCH_SIZE]
                 last = start + BATCH_SIZE >= len(order)
-                vectors[rows] = self._run([texts[i] for i in rows],
+                vectors[rows] = self._run([prompt + texts[i] for i in rows],
                                           release=last and len(texts) > 1)
                 if bar is not None:
                     bar.update(len(rows))
@@ -199,6 +220,6 @@ class Embedder:
         return tqdm(total=total, desc="embedding concepts", unit="concept", file=sys.stderr)
 
     def encode_one(self, text: str) -> np.ndarray:
-        """One text's vector; texts asked for together share a run (:class:`QueryBatches`)."""
+        """One QUERY's vector; queries asked for together share a run (:class:`QueryBatches`)."""
         self._load()
         return self._queries.embed(text)

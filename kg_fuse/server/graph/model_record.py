@@ -19,6 +19,7 @@ from typing import Any
 
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.embedding.models import ModelSpec
 from kg_fuse.server.search import scale
 from kg_fuse.server.search.scale import ScoreScale
 from kg_fuse.server.storage import content
@@ -33,11 +34,11 @@ class ModelMismatch(CommandError):
     """The store was embedded by another model than the one asked for."""
 
 
-def describe(spec: Any) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     """What a store records of its model."""
     return {"name": spec.name, "dimensions": spec.dimensions, "digest": spec.digest,
             "pooling": spec.pooling, "normalize": spec.normalize,
-            "prompts": {"query": spec.query_prompt, "document": spec.document_prompt}}
+            "prompts": {"query": spec.prompts.query, "document": spec.prompts.document}}
 
 
 def stored(store: Store) -> dict[str, Any] | None:
@@ -62,7 +63,7 @@ def reembed_command(name: str, data_dir_option: str = "") -> str:
     return f"kg-fuse index --model {name}{data_dir_option}"
 
 
-def check(store: Store, spec: Any, data_dir_option: str = "") -> None:
+def check(store: Store, spec: ModelSpec, data_dir_option: str = "") -> None:
     """Refuse a store whose vectors another model made; record the model otherwise."""
     record = stored(store)
     want = describe(spec)

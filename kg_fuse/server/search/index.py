@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedding.embedder import DIMENSIONS
 from kg_fuse.server.search import tuning
 from kg_fuse.server.search.scale import IDENTITY, ScoreScale
 from kg_fuse.server.search.scan import QuantisedScan, exact_scores
@@ -70,7 +69,8 @@ class KeywordRows(NamedTuple):
 
 
 def _empty() -> np.ndarray:
-    return np.zeros((0, DIMENSIONS), np.float32)
+    """No rows, and no width yet: the first rows added give it (the model's dimensions)."""
+    return np.zeros((0, 0), np.float32)
 
 
 def _ontology_rows(ids: list[str], members: Mapping[str, Iterable[str]]

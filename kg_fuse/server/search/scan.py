@@ -100,7 +100,11 @@ class QuantisedScan:
 
     def append(self, rows: np.ndarray) -> None:
         """Add rows at the end (quantising only them)."""
-        rows = np.asarray(rows, dtype=np.float32).reshape(-1, self.matrix.shape[1])
+        rows = np.asarray(rows, dtype=np.float32)
+        if not len(self.matrix):  # an empty index takes its width (the model's) from them
+            self.matrix = np.zeros((0, rows.shape[-1]), np.float32)
+            self._codes = np.zeros((0, rows.shape[-1]), np.int8)
+        rows = rows.reshape(-1, self.matrix.shape[1])
         codes, scales, code_norm, residual = _quantise(rows)
         self.matrix = np.concatenate([self.matrix, rows])
         self._codes = np.concatenate([self._codes, codes])

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedding.embedder import DIMENSIONS, Embedder
+from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import keywords, tuning
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
@@ -142,7 +142,7 @@ class Searcher:
         if found is None:
             reading = self.read(query)
             if reading.familiarity(None) <= 0:  # noise: its vector counts for 0, unembedded
-                found = PreparedQuery(np.zeros(DIMENSIONS, np.float32),
+                found = PreparedQuery(np.zeros(self.embedder.dimensions, np.float32),
                                       index.keyword_rows({}, weight=0.0))
             else:
                 # keywords first: searches queued for the model's next run look theirs up
@@ -185,8 +185,8 @@ class Searcher:
         index = self.index
         readings = [self.read(q) for q in queries]
         live = [i for i, reading in enumerate(readings) if reading.familiarity(None) > 0]
-        vectors = self.embedder.encode([readings[i].embedded_text(queries[i])
-                                        for i in live]) if live else []
+        vectors = self.embedder.encode_queries([readings[i].embedded_text(queries[i])
+                                                for i in live]) if live else []
         found: list[list[tuple[str, float]]] = [[] for _ in queries]
         for i, raw in zip(live, vectors, strict=True):
             vector, keyword = self.scored_query(readings[i], raw, index)

@@ -1,0 +1,111 @@
+"""``kg-fuse model list`` and ``kg-fuse model add``: the embedding models to choose from.
+
+Registered into the top-level ``kg-fuse`` parser by :func:`register`. Nothing heavy is
+imported at module level: the FUSE client builds its parser from this module too, and
+must work without the server extra installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sqlite3
+import sys
+from pathlib import Path
+
+from kg_fuse import paths
+from kg_fuse.console import Command, add_commands, option
+
+log = logging.getLogger(__name__)
+
+#: The store's record of the model its vectors come from (JSON, at least ``name``).
+MODEL_SETTING = "embedding_model"
+
+
+def _commands() -> list[Command]:
+    return [
+        Command("model", help="list the embedding models, or add one",
+                description="""The sentence-embedding models the embedded server can use:
+                all-MiniLM-L6-v2 (the default), its int8 variant, and the models added here
+                (BERT-family sentence-transformers folders, copied in). Choose one with
+                'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Nothing
+                touches the network.""",
+                actions=[
+                    Command("list", help="list the models, the one in use marked *",
+                            description="""One model a line: its name, dimensions, pooling,
+                            whether it puts prompts before queries and documents, and its
+                            folder. '*' marks the model of the store in the default data
+                            directory (the default model if there is none).""",
+                            handler=list_command),
+                    Command("add", help="add a sentence-transformers folder as a model",
+                            description="""Copy a sentence-transformers folder (e.g. a copy of
+                            BAAI/bge-small-en-v1.5 or intfloat/e5-small-v2 from a machine with
+                            a network) into kg-fuse's data directory and make its ONNX graph
+                            now. BERT-family models (model_type bert) with mean or CLS pooling
+                            are supported.""",
+                            handler=add_command, options=[
+                                option("path", type=Path, metavar="PATH",
+                                       help="the model's folder (modules.json, config.json, "
+                                            "model.safetensors, tokenizer.json, ...)"),
+                                option("--name", default=None, metavar="NAME",
+                                       help="its name in kg-fuse (default: the folder's name)"),
+                            ]),
+                ]),
+    ]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``model`` (``list``, ``add``) to the ``kg-fuse`` command."""
+    add_commands(subparsers, _commands())
+
+
+def model_in_use() -> str | None:
+    """The model the default data directory's store records, if it records one."""
+    from kg_fuse.server.storage.store import read_setting_at
+
+    db = paths.server_db_path(None)
+    if not db.exists():
+        return None
+    try:
+        raw = read_setting_at(db, MODEL_SETTING)
+        name = json.loads(raw).get("name") if raw else None
+    except (sqlite3.Error, ValueError, AttributeError) as exc:
+        log.debug("no model recorded in %s: %s", db, exc)
+        return None
+    return str(name) if name else None
+
+
+def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, where: str) -> str:
+    return f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {where}"
+
+
+def list_command(args: argparse.Namespace) -> int:
+    from kg_fuse.server.embedding import models
+
+    specs = models.list_models()
+    in_use = model_in_use() or models.DEFAULT_MODEL
+    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FOLDER"))
+    if not any(spec.name in models.BUILT_IN for spec in specs):
+        print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,
+                    "-", "-", "-", f"not installed (hint: {models.install_command()})"))
+    for spec in specs:
+        prompts = "yes" if any(spec.prompts) else "no"
+        where = f"{spec.folder}{' (int8)' if spec.quantised else ''}"
+        print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
+                    spec.pooling, prompts, where))
+    return 0
+
+
+def add_command(args: argparse.Namespace) -> int:
+    from kg_fuse.server.embedding import models
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    spec = models.add_model(args.path, args.name)
+    prompts = (f"query prompt {spec.prompts.query!r}, document prompt "
+               f"{spec.prompts.document!r}" if any(spec.prompts) else "no prompts")
+    print(f"kg-fuse: added model {spec.name} ({spec.dimensions} dimensions, {spec.pooling} "
+          f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
+          f"use it with: kg-fuse index --model {spec.name}")
+    return 0

@@ -15,8 +15,8 @@ gibberish that lists anything, the expected concept listed (at the mount's cut),
 median listing, and judged precision and recall.
 
 ``--reference CHECKOUT`` measures another checkout's code the same way in the same run
-(its own interpreter path: this environment, ``PYTHONPATH=CHECKOUT``), with the default
-model only, so today's model's cost reads as ratios to the code before a change. The
+(this environment's interpreter, ``PYTHONPATH=CHECKOUT``), with the default model only,
+so today's model's figures and cost read against the code before a change. The
 manual pages' corpus needs ``scripts/man_corpus.sh`` (man-db).
 """
 
@@ -133,7 +133,7 @@ def measure(runner: Runner, model: str | None, corpus: str, sets: list[str],
             except httpx.HTTPError:
                 time.sleep(0.05)
         row["start_s"] = round(time.perf_counter() - started, 2)
-        row["model"] = health.get("embedding_model")
+        row["served_model"] = health.get("embedding_model")
         if corpus == "stdlib":
             row.update(latency(runner, url))
             row["rss_mib"] = round(rss_mib(server.pid), 1)
@@ -192,8 +192,6 @@ def main() -> int:
         runs.insert(0, ("reference " + DEFAULT_MODEL, args.reference.resolve(), None))
     for corpus in wanted:
         for label, checkout, model in runs:
-            if checkout is not None and corpus != "stdlib":
-                continue  # the reference is for cost: the stdlib build and server
             home = args.work / label.replace(" ", "-") / corpus
             home.mkdir(parents=True, exist_ok=True)
             row = measure(Runner(checkout, home), model, corpus, corpora[corpus], args.work)

@@ -78,8 +78,8 @@ class Runner:
         self.home = home
         self.env = {**os.environ, "XDG_DATA_HOME": str(home / "data"),
                     "XDG_CONFIG_HOME": str(home / "config"), "HF_HUB_OFFLINE": "1"}
-        if checkout is not None:
-            self.env.update(PYTHONPATH=str(checkout), PYTHONSAFEPATH="1")
+        # the code measured is the checkout's, not whatever the environment installed
+        self.env.update(PYTHONPATH=str(checkout or ROOT), PYTHONSAFEPATH="1")
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "kg_fuse.cli", *args]

@@ -10,6 +10,14 @@ and write them into ``chosen_by``: ``scripts/sweep_tuning.py STORE --set NAME ..
 ENTRY=V1,V2`` prints them for any entry, each value against the shipped one.
 ``python -m kg_fuse.server.search.tuning`` prints the table.
 
+Every number here that is a score (the keyword lift, the familiarity discount, the
+presets' steps, the noise margin, the near-miss floor, and the mount's cut gap in
+:mod:`kg_fuse.fs.queries.cut`) holds for any sentence model, because no model's raw
+cosines reach them: the search maps each model's cosines onto all-MiniLM-L6-v2's scale
+first (:mod:`.scale`, ``SCORE_SCALE_REFERENCE``), by a line measured for the model, and
+the default is calibrated on the mapped scores. The figures below were measured with
+that model, on which the map is the identity.
+
 Not here, because they bound cost or guard against hostile input rather than trade
 relevance against noise: the query's word count and word length
 (``understand.MAX_TERMS``, ``MAX_WORD_CHARS``), the typo range of 5 to 40 letters

@@ -98,6 +98,13 @@ def test_status_of_an_empty_nested_query_names_the_parent_threshold_as_the_filte
     assert lines["effective threshold"] == "0.5 (server default)"
 
 
+def test_filtered_by_counts_the_matches_that_reach_the_enclosing_level() -> None:
+    explained = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    counts = (LevelCount("level", PARENT.text, 50, 83), LevelCount("level", CHILD.text, 98))
+    assert status(CHILD, explained, counts)["filtered by"].endswith(
+        ": 15 of this query's 98 matches reach it")  # 83 removed, 15 left
+
+
 def test_status_names_the_own_threshold_when_nothing_reaches_it() -> None:
     explained = explain_thresholds([CHILD], (), (), ADMIN)
     lines = status(CHILD, explained, (LevelCount("level", CHILD.text, 0),))

@@ -132,11 +132,11 @@ def filtered_by(explanation: ThresholdExplanation, counts: tuple[LevelCount, ...
     if worst is None or counts[worst].changed == 0:
         return None
     level = chain[worst]
-    removed = counts[worst].changed
-    verdict = ("none of" if removed == own_count.matches else f"{removed} of")
+    # ``changed`` counts the query's matches the level removed: the rest reach it
+    reach = own_count.matches - counts[worst].changed
     return (f"level {worst + 1}, the enclosing query {level.owner!r} at "
-            f"{_fmt(level.effective.value)} ({level.effective.described}): {verdict} this "
-            f"query's {own_count.matches} matches reach it")
+            f"{_fmt(level.effective.value)} ({level.effective.described}): "
+            f"{reach or 'none'} of this query's {own_count.matches} matches reach it")
 
 
 def threshold_file(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:

@@ -26,6 +26,7 @@ def format_threshold(value: float) -> str:
 
 
 def one_line(text: str) -> str:
+    """Text as one line of a ``key: value`` file (a label may hold newlines)."""
     return " ".join(text.split())
 
 

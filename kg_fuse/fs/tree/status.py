@@ -4,8 +4,11 @@ Pure functions of the saved query, its ``ThresholdExplanation`` (every threshold
 filters its listing, and where each comes from) and its listing, so they are tested
 without a mount. ``status`` is ``key: value`` lines; for a nested query or one with
 union/exclude terms it shows one line per level and term, and a ``filtered by`` line
-naming the level that removed the query's own matches (an empty nested listing says
-which enclosing threshold emptied it).
+naming the level that removed the query's own matches and how many reach it (an empty
+nested listing says which enclosing threshold emptied it). Where the listing stopped,
+why an empty one is empty and how to see more are worded in ``listing_text``. A listing
+fetched for earlier settings (they changed while the server could not be reached) is
+shown as such: ``pending``, with no counts or suggestions read against the new ones.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from kg_fuse.fs.tree.listing_text import (
     cut_text,
     format_threshold,
     more_text,
+    one_line,
 )
-from kg_fuse.fs.tree.listing_text import one_line as _one_line
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.searches import LevelCount
@@ -70,7 +73,7 @@ NOISE_WARNING = ("comprehensive is below the server default, i.e. below the cali
 def _label(level: FilterLevel, index: int) -> str:
     """'level 1' / 'union "term"' / 'exclude "term"': a status line's key."""
     if level.role in (Role.UNION, Role.EXCLUDE):
-        return f"{level.role.name.lower()} {_one_line(level.text)!r}"
+        return f"{level.role.name.lower()} {one_line(level.text)!r}"
     return f"level {index + 1}"
 
 
@@ -79,9 +82,9 @@ def _level_line(level: FilterLevel, explanation: ThresholdExplanation) -> str:
     head = (f"{_fmt(level.effective.value)} "
             f"({describe_source(level, explanation.default, origin=False)})")
     if level.role is Role.ENCLOSING:
-        return f"{head} for {_one_line(level.text)!r}, the enclosing query {level.owner!r}"
+        return f"{head} for {one_line(level.text)!r}, the enclosing query {level.owner!r}"
     if level.role is Role.OWN:
-        return f"{head} for {_one_line(level.text)!r}, this query"
+        return f"{head} for {one_line(level.text)!r}, this query"
     return f"{head}, this query's threshold"
 
 
@@ -116,7 +119,7 @@ def filtered_by(explanation: ThresholdExplanation, counts: tuple[LevelCount, ...
         own = explanation.own
         return (f"this query's threshold {_fmt(own.effective.value)} "
                 f"({own.effective.described}): no concept matches "
-                f"{_one_line(own.text)!r} at it")
+                f"{one_line(own.text)!r} at it")
     worst = max(range(len(chain) - 1), key=lambda i: counts[i].changed, default=None)
     if worst is None or counts[worst].changed == 0:
         return None
@@ -221,7 +224,7 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
     ones failed): it is described as such, never with the current thresholds' counts."""
     effective = explanation.own.effective
     lines = [
-        f"query: {_one_line(query.text)}",
+        f"query: {one_line(query.text)}",
         f"effective threshold: {_fmt(effective.value)} ({effective.described})",
         f"server default: {describe_default(explanation.default)}",
     ]
@@ -253,7 +256,7 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
         lines += _results_lines(results, None if pending else explanation,
                                 stale=problem is not None or pending)
     if problem:
-        lines.append(f"error: {_one_line(problem)}")
+        lines.append(f"error: {one_line(problem)}")
     return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
 
 
@@ -282,21 +285,21 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
     if suggested is not None:
         lines.append(f"suggested threshold: {format_threshold(suggested)}")
     if response.near_misses:
-        lines.append("near misses: " + _one_line(", ".join(
+        lines.append("near misses: " + one_line(", ".join(
             f"{label} ({score:.4f})" for label, score in response.near_misses)))
     elif response.top_match is not None:
         top = response.top_match
-        lines.append(f"best near miss: {_one_line(top.label)} ({top.score:.4f})")
+        lines.append(f"best near miss: {one_line(top.label)} ({top.score:.4f})")
     if response.expanded_words:
-        lines.append("words read as: " + _one_line("; ".join(
+        lines.append("words read as: " + one_line("; ".join(
             f"{word} -> {', '.join(terms)}" for word, terms in response.expanded_words)))
     if response.repeated_words:
-        lines.append("words said over and over: " + _one_line(
+        lines.append("words said over and over: " + one_line(
             ", ".join(response.repeated_words)))
         lines.append("hint: a query that only repeats its words is read as noise; "
                      "write each word once to search for it")
     if response.unknown_words:
-        lines.append("words the documents never use: " + _one_line(
+        lines.append("words the documents never use: " + one_line(
             ", ".join(response.unknown_words)))
         if not results.files:
             lines.append("hint: rephrase the query in words the documents use")

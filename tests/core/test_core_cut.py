@@ -37,10 +37,56 @@ async def test_a_narrow_query_lists_its_answer_and_a_broad_one_lists_more(core: 
     assert 1 <= len(narrow) < len(broad) <= PRESET_SIZES["standard"]
     lines = await status(core, NARROW)
     assert lines["results"] == str(len(narrow))
-    assert lines["cut"].startswith(f"after {len(narrow)} of at least 50 matches; the score "
+    assert lines["cut"].startswith(f"after {len(narrow)} of at least 50 matches: the score "
                                    "falls from ")
     assert "more than 0.16 below the best" in lines["cut"]
     assert lines["cut"] != (await status(core, BROAD))["cut"]
+
+
+# Regression test (issue 34): where the score gap stopped a listing, 'more' still offered
+# comprehensive, which lists the same files.
+async def test_past_the_score_gap_more_offers_no_preset(core: Core) -> None:
+    for query in (NARROW, "sort a list"):
+        await core.fs.mkdir(query)
+        listed = results(await core.fs.listdir(query))
+        lines = await status(core, query)
+        assert "more than 0.16 below the best" in lines["cut"]
+        assert "comprehensive" not in lines["more"], lines
+        await core.fs.write(f"{query}/.meta/threshold", b"comprehensive\n")
+        assert results(await core.fs.listdir(query)) == listed  # as the status said
+
+
+# Regression test (issue 34): a listing the size stopped claimed the score fell (from 0.72
+# to 0.72), and an empty one had no 'cut' line at all.
+async def test_the_cut_line_says_what_stopped_the_listing_or_why_it_is_empty(
+        core: Core) -> None:
+    await core.fs.mkdir(BROAD)
+    listed = results(await core.fs.listdir(BROAD))
+    cut = (await status(core, BROAD))["cut"]
+    assert cut.startswith(f"after {len(listed)} of at least 50 matches: the standard listing "
+                          f"size is {len(listed)}; the next match scores ")
+    assert "within 0.16 of the best" in cut and "falls" not in cut
+    gibberish = "qwertyuiop"
+    await core.fs.mkdir(gibberish)
+    assert results(await core.fs.listdir(gibberish)) == []
+    default = core.server.graph.default_threshold()
+    assert (await status(core, gibberish))["cut"] == (
+        f"nothing listed: no concept reached the threshold {default}; the server reported "
+        "no near miss")
+    split = "split a path into its parts"
+    await core.fs.mkdir(split)
+    await core.fs.write(f"{split}/.meta/threshold", b"0.95\n")
+    assert results(await core.fs.listdir(split)) == []
+    lines = await status(core, split)
+    best = lines["near misses"].split(", ")[0]  # "posixpath.split (0.8095)"
+    label, score = best[:-1].split(" (")
+    assert lines["cut"] == (f"nothing listed: no concept reached the threshold 0.95; the best "
+                            f"scored {score} ({label})")
+    await core.fs.mkdir(f"{BROAD}/{split}")
+    await core.fs.write(f"{BROAD}/.meta/threshold", b"0.99\n")
+    assert results(await core.fs.listdir(f"{BROAD}/{split}")) == []
+    assert (await status(core, f"{BROAD}/{split}"))["cut"].startswith(
+        "nothing listed: none of this query's ")
 
 
 async def test_writing_the_threshold_explicitly_lists_everything_above_it(core: Core) -> None:

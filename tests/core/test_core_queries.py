@@ -4,16 +4,20 @@ basics, where the kernel added nothing to what these check)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tomllib
 
+import httpx
 import pyfuse3
 import pytest
 import yaml
 
+from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble
 from kg_fuse.fs.queries.saved import QueryStore
-from tests.helpers.core import Core, mount_options
+from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
+from tests.helpers.core import API_URL, Core, mount_options
 from tests.helpers.driver import CTX, FsDriver
 
 RELEVANT = "compress data with gzip"
@@ -95,6 +99,47 @@ async def test_gibberish_lists_nothing_at_the_calibrated_default(core: Core) -> 
     await core.fs.mkdir(GIBBERISH)
     assert results(await core.fs.listdir(GIBBERISH)) == []
     assert sorted(await core.fs.listdir(f"{GIBBERISH}/.meta")) == META_FILES
+
+
+# Regression test (issue 34): nonsense at threshold 0 listed 50 files, all scoring 0.0000.
+async def test_a_score_of_0_is_no_match_even_at_threshold_0(core: Core) -> None:
+    nonsense = f"{GIBBERISH}@0"
+    await core.fs.mkdir(nonsense)
+    assert results(await core.fs.listdir(nonsense)) == []
+    await core.fs.mkdir(RELEVANT)
+    await core.fs.write(f"{RELEVANT}/.meta/threshold", b"0\n")
+    names = results(await core.fs.listdir(RELEVANT))
+    assert len(names) == 50  # the limit: a real query's words reach many concepts
+    for name in names:
+        text = (await core.fs.read(f"{RELEVANT}/{name}")).decode()
+        assert front_matter(text)["score"] > 0
+
+
+class ZeroTail(httpx.AsyncBaseTransport):
+    """A server that lists concepts scoring 0 at threshold 0 (as the embedded one did):
+    every result after the first three of a search scores 0."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path != "/query/search" or response.status_code != 200:
+            return response
+        body = json.loads(await response.aread())
+        for result in body["results"][3:]:
+            result["score"] = 0.0
+        return httpx.Response(200, json=body)
+
+
+async def test_the_mount_lists_no_concept_a_server_scores_0(core: Core) -> None:
+    zeros = KgApiClient(API_URL, core.server.credentials_of("user"), timeout=60,
+                        transport=ZeroTail(core.server.transport()))
+    try:
+        outcome = await execute(zeros, QueryPlan((Level(RELEVANT, 0.0),), 50))
+        assert len(outcome.hits) == 3 and all(hit.score > 0 for hit in outcome.hits)
+    finally:
+        await zeros.aclose()
 
 
 async def test_rmdir_removes_the_query(core: Core) -> None:

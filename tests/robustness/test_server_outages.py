@@ -185,6 +185,51 @@ def test_status_says_the_server_stopped_on_its_next_read(
     assert mount.unmount() == 0
 
 
+# Regression test (issue 34): with the server stopped, `echo 0.5 > Q/.meta/threshold;
+# ls Q` failed with ECONNREFUSED, where the docs promise the cached listing at once; and
+# the status showed the new threshold with the old listing's counts.
+@pytest.mark.timeout(150)
+def test_a_setting_written_while_the_server_is_stopped_waits_for_it(
+        private_server: Any, mount_factory: Callable[..., Mount]) -> None:
+    """The setting is accepted and saved at once, ``ls`` serves the last listing, the
+    status says the setting waits for the server (and which listing it shows); once the
+    server is back, the listing follows the setting, without a remount."""
+    server = private_server
+    mount = mount_factory(
+        extra_args=["--api-url", server.api_url, "--poll-interval", "2"],
+        env=proxy_env(server), allowed_log=FAULT_LOG)
+    names, body = fetched_query(mount)
+    inherited = status_lines(mount, RELEVANT)["threshold used by the server"]
+
+    server.stop()
+    threshold = mount.path(RELEVANT, ".meta", "threshold")
+    written = timed(lambda: threshold.write_text("0.5\n"))
+    listed = timed(lambda: result_names(mount.path(RELEVANT)))
+    read = timed(lambda: mount.path(RELEVANT, names[0]).read_bytes())
+    for outcome in (written, listed, read):
+        assert outcome.ok and outcome.seconds <= BOUND, (written, listed, read)
+    assert listed.value == names and read.value == body
+    assert threshold.read_text().splitlines()[-1] == "0.5"
+    assert store_of(mount)[RELEVANT] == 0.5  # saved while the server is down
+    status = status_lines(mount, RELEVANT)
+    assert status["effective threshold"] == "0.5 (override)"
+    assert status["pending"].endswith(
+        f"fetched for the earlier settings (threshold {inherited}, limit 50)"), status
+    assert status["results"] == str(len(names))
+    assert status["fetched"].endswith("(stale: server unavailable)")
+    assert "matches" not in status["level 1"] and "more" not in status
+
+    server.start()
+    wait_until(lambda: len(result_names(mount.path(RELEVANT))) > len(names), timeout=30,
+               interval=0.5, message="the listing following the new threshold")
+    assert set(names) < set(result_names(mount.path(RELEVANT)))
+    status = status_lines(mount, RELEVANT)
+    assert "pending" not in status and status["fetched"].endswith("(fresh)"), status
+    assert status["threshold used by the server"] == "0.5"
+    assert mount.unmount() == 0
+    assert store_of(mount)[RELEVANT] == 0.5
+
+
 # Regression test (issue 26): while the server failed, a running job's status was asked
 # for every 0.5 s.
 @pytest.mark.timeout(120)

@@ -126,8 +126,20 @@ def test_index_search_merges_keyword_scores_and_filters_the_merged_score() -> No
     assert [c for c, _ in boosted] == ["a", "b"]  # 0 + 0.3 * 1 * 1 = 0.3 < 0.5
     lifted = dict(index.search(q, 0.0, keyword={"b": 1.0}))
     assert lifted["b"] == pytest.approx(0.6 + 0.3 * 0.4)
-    assert [c for c, _ in index.search(q, 0.0, ontology="o2", keyword={"a": 1.0})] == \
-        ["b", "c"]
+    assert [c for c, _ in index.search(q, 0.0, ontology="o2", keyword={"a": 1.0})] == ["b"]
+
+
+# Regression test (issue 34): at threshold 0 every concept was listed, "as 0 if need be",
+# so nonsense listed a page of concepts scoring 0.0000.
+def test_a_score_of_0_is_no_match_even_at_threshold_0() -> None:
+    index = ConceptIndex.build({"a": unit(1, 0), "b": unit(0.6, 0.8), "c": unit(0, 1),
+                                "d": unit(-1, 0.2)}, {})
+    q = unit(1, 0)  # c is orthogonal to it, d points away: neither scores
+    for top_k in (None, 1, 10):
+        assert [c for c, _ in index.search(q, 0.0, top_k=top_k)] == ["a", "b"][:top_k]
+    assert [c for c, _ in index.search(q, 0.0, keyword={"c": 1.0})] == ["a", "b", "c"]
+    assert index.search(q * np.float32(0.0), 0.0) == []  # noise: its vector counts for 0
+    assert index.search(q * np.float32(0.0), 0.0, keyword={"c": 0.0}) == []
 
 
 def test_incremental_changes_match_a_fresh_build() -> None:

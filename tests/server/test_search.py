@@ -82,11 +82,15 @@ def test_a_word_said_over_and_over_is_noise_and_said_once_is_searched(
     assert search(http, "gzip gzip data")["count"] > 0  # one word said once: a query
 
 
-def test_explicit_zero_wins_and_returns_low_scores(http: httpx.Client) -> None:
-    body = search(http, GIBBERISH, min_similarity=0.0, limit=100)
-    assert body["threshold_used"] == 0.0
-    assert body["count"] == 100
-    assert min(r["score"] for r in body["results"]) < 0.2
+# Regression test (issue 34): at 0 nonsense listed a full page, every score 0.
+def test_explicit_zero_wins_and_a_score_of_0_is_no_match(http: httpx.Client) -> None:
+    tail = search(http, RELEVANT, min_similarity=0.0, limit=100, offset=200)
+    assert tail["threshold_used"] == 0.0  # explicit 0 wins over the default
+    scores = [r["score"] for r in tail["results"]]
+    assert scores and 0 < min(scores) < 0.1, scores  # low scores, none of them 0
+    noise = search(http, GIBBERISH, min_similarity=0.0, limit=100)
+    assert noise["threshold_used"] == 0.0
+    assert noise["count"] == 0 and noise["results"] == []  # nothing scores: nothing matches
 
 
 def test_explicit_value_overrides_default(http: httpx.Client) -> None:

@@ -14,7 +14,7 @@ from kg_fuse.fs.queries.cut import relevance_cut
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
-from kg_fuse.fs.queries.searches import LevelCount
+from kg_fuse.fs.queries.searches import Level, LevelCount, QueryPlan
 from kg_fuse.fs.queries.state import ResultSet
 from kg_fuse.fs.queries.threshold import (
     PRESET_SIZES,
@@ -33,9 +33,16 @@ PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", thr
 CHILD = SavedQuery(("compress data with gzip", "read"), "read")
 
 
+def plan_of(explanation, limit: int = 50) -> QueryPlan:
+    """The plan a listing of these settings was fetched with (its own level's size)."""
+    return QueryPlan(tuple(Level(lv.text, lv.effective.min_similarity)
+                           for lv in explanation.chain), limit,
+                     size=explanation.own.effective.listing_size)
+
+
 def status(query: SavedQuery, explanation, counts: tuple[LevelCount, ...]) -> dict[str, str]:
     response = SearchResponse(query.text, (), 0.5, None, None, None)
-    listing = ResultSet(None, response, 0.0, 0.0, levels=counts)  # type: ignore[arg-type]
+    listing = ResultSet(plan_of(explanation), response, 0.0, 0.0, levels=counts)
     text = status_file(query, explanation, listing, None).decode()
     return dict(line.split(": ", 1) for line in text.splitlines())
 
@@ -98,6 +105,13 @@ def test_status_of_an_empty_nested_query_names_the_parent_threshold_as_the_filte
     assert lines["effective threshold"] == "0.5 (server default)"
 
 
+def test_filtered_by_counts_the_matches_that_reach_the_enclosing_level() -> None:
+    explained = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    counts = (LevelCount("level", PARENT.text, 50, 83), LevelCount("level", CHILD.text, 98))
+    assert status(CHILD, explained, counts)["filtered by"].endswith(
+        ": 15 of this query's 98 matches reach it")  # 83 removed, 15 left
+
+
 def test_status_names_the_own_threshold_when_nothing_reaches_it() -> None:
     explained = explain_thresholds([CHILD], (), (), ADMIN)
     lines = status(CHILD, explained, (LevelCount("level", CHILD.text, 0),))
@@ -146,7 +160,7 @@ def cut_status(query: SavedQuery, scores: list[float], size: int | None, limit: 
                ) -> dict[str, str]:
     explanation = explain_thresholds([query], (), (), ADMIN)
     response = SearchResponse(query.text, (), 0.5, None, None, None)
-    listing = ResultSet(None, response, 0.0, 0.0,  # type: ignore[arg-type]
+    listing = ResultSet(plan_of(explanation, limit), response, 0.0, 0.0,
                         cut=relevance_cut(scores, size, limit))
     text = status_file(query, explanation, listing, None).decode()
     return dict(line.split(": ", 1) for line in text.splitlines())
@@ -155,17 +169,50 @@ def cut_status(query: SavedQuery, scores: list[float], size: int | None, limit: 
 def test_status_says_where_the_listing_was_cut_why_and_how_to_see_more() -> None:
     query = SavedQuery(("q",), "q")
     lines = cut_status(query, [0.91, 0.76, 0.72, 0.6], PRESET_SIZES["standard"])
-    assert lines["cut"] == ("after 2 of 4 matches; the score falls from 0.76 to 0.72, more "
+    assert lines["cut"] == ("after 2 of 4 matches: the score falls from 0.76 to 0.72, more "
                             "than 0.16 below the best (0.91)")
-    assert lines["more"] == ("write 0.5 to .meta/threshold to list every match above it "
-                             "(up to .meta/limit, 50), or comprehensive for up to 25")
     flat = cut_status(query, [0.5] * 50, PRESET_SIZES["standard"])
     assert flat["cut"] == ("after 12 of at least 50 matches: the standard listing size is "
-                           "12; the score falls from 0.50 to 0.50")
+                           "12; the next match scores 0.50, within 0.16 of the best (0.50)")
+    assert flat["more"] == ("write 0.5 to .meta/threshold to list every match above it "
+                            "(up to .meta/limit, 50), or comprehensive for up to 25")
     exact = cut_status(SavedQuery(("q",), "q", threshold="exact"), [0.7] * 9,
                        PRESET_SIZES["exact"])
-    assert exact["cut"].startswith("after 5 of 9 matches: the exact listing size is 5")
+    assert exact["cut"].startswith("after 5 of 9 matches: the exact listing size is 5; ")
     assert exact["more"].startswith("write 0.6 to .meta/threshold")
+
+
+# Regression test (issue 34): past the score gap a larger preset lists the same files,
+# yet 'more' offered comprehensive.
+def test_more_offers_only_what_would_list_more() -> None:
+    query = SavedQuery(("q",), "q")
+    gap = cut_status(query, [0.91, 0.76, 0.72, 0.6], PRESET_SIZES["standard"])
+    assert gap["more"] == ("write 0.5 to .meta/threshold to list every match above it "
+                           "(up to .meta/limit, 50)")
+    limited = cut_status(SavedQuery(("q",), "q", limit=2), [0.9, 0.85, 0.5],
+                         PRESET_SIZES["standard"], limit=2)
+    assert limited["cut"].endswith("; .meta/limit is 2 too")  # the gap and the limit
+    assert limited["more"] == "write a larger number (up to 1000) to .meta/limit"
+    widest = cut_status(SavedQuery(("q",), "q", threshold="comprehensive"), [0.5] * 30,
+                        PRESET_SIZES["comprehensive"])
+    assert widest["more"] == ("write 0.44 to .meta/threshold to list every match above it "
+                              "(up to .meta/limit, 50)")
+
+
+# Regression test (issue 34): a listing the size stopped said 'the score falls from 0.72
+# to 0.72', and one the gap stopped showed a fall of 0.16 as 'more than 0.16'.
+def test_the_cut_says_truly_what_stopped_it() -> None:
+    query = SavedQuery(("q",), "q")
+    near = cut_status(query, [0.88, 0.7201, 0.7199, 0.5], PRESET_SIZES["standard"])
+    assert near["cut"] == ("after 2 of 4 matches: the score falls from 0.7201 to 0.7199, "
+                           "more than 0.16 below the best (0.8800)")
+    both = cut_status(query, [0.8] * 12 + [0.5] * 5, PRESET_SIZES["standard"])
+    assert both["cut"] == ("after 12 of 17 matches: the score falls from 0.80 to 0.50, more "
+                           "than 0.16 below the best (0.80); the standard listing size is "
+                           "12 too")
+    assert "comprehensive" not in both["more"]
+    for lines in (near, both, cut_status(query, [0.5] * 50, PRESET_SIZES["standard"])):
+        assert "from 0.50 to 0.50" not in lines["cut"]
 
 
 def test_status_of_an_explicit_threshold_or_a_limit() -> None:
@@ -176,7 +223,34 @@ def test_status_of_an_explicit_threshold_or_a_limit() -> None:
                          None, limit=2)
     assert limited["cut"] == "after 2 of at least 2 matches: .meta/limit is 2"
     assert limited["more"] == "write a larger number (up to 1000) to .meta/limit"
-    assert "cut" not in cut_status(own, [], None)  # nothing matched: nothing was cut
+
+
+# Regression test (issue 34): an empty inheriting listing had no 'cut' line at all.
+def test_an_empty_listing_says_why_it_is_empty() -> None:
+    query = SavedQuery(("q",), "q")
+    assert cut_status(query, [], PRESET_SIZES["standard"])["cut"] == (
+        "nothing listed: no concept reached the threshold 0.5; the server reported no near "
+        "miss")
+    explanation = explain_thresholds([query], (), (), ADMIN)
+    response = SearchResponse("q", (), 0.5, None, None, None,
+                              near_misses=(("posixpath.split", 0.4095), ("b", 0.3)))
+    listing = ResultSet(plan_of(explanation), response, 0.0, 0.0,
+                        cut=relevance_cut([], 12, 50))
+    lines = dict(line.split(": ", 1) for line in
+                 status_file(query, explanation, listing, None).decode().splitlines())
+    assert lines["cut"] == ("nothing listed: no concept reached the threshold 0.5; the best "
+                            "scored 0.4095 (posixpath.split)")
+    assert "more" not in lines
+    nested = explain_thresholds([PARENT, CHILD], (), (), ADMIN)
+    counts = (LevelCount("level", PARENT.text, 12, 40), LevelCount("level", CHILD.text, 40))
+    assert status(CHILD, nested, counts)["cut"] == (
+        "nothing listed: none of this query's 40 matches reaches every enclosing level's "
+        "threshold (see filtered by)")
+    excluded = SavedQuery(("q",), "q", exclude=("x",))
+    explained = explain_thresholds([excluded], (), ("x",), ADMIN)
+    counts = (LevelCount("level", "q", 3), LevelCount("exclude", "x", 9, 3))
+    assert status(excluded, explained, counts)["cut"] == (
+        "nothing listed: the exclude terms removed every match (3)")
 
 
 def test_counts_read_the_way_a_person_writes_them() -> None:

@@ -104,6 +104,12 @@ class QueryService:
         """The listing held now (current or stale), without fetching."""
         return self._states.listing(key)
 
+    def pending(self, query: SavedQuery) -> bool:
+        """Whether the listing held was fetched for earlier settings: they changed while
+        the server could not be reached, and apply once it answers."""
+        listing = self._states.listing(query.key)
+        return listing is not None and listing.plan != self._planner.plan(query)
+
     # -- changing -------------------------------------------------------------------------
 
     async def create(self, path: QueryPath) -> SavedQuery:

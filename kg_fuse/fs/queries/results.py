@@ -105,10 +105,12 @@ class ResultCache:
 
     @staticmethod
     def _fallback(state: QueryState, plan: QueryPlan, error: errors.KgError) -> ResultSet:
-        """After a failed fetch: the last listing of the same plan, marked stale, or the
-        error (a listing for other settings would be a lie)."""
+        """After a failed fetch: the last listing, marked stale, or the error if none is
+        held. Settings changed meanwhile wait for the server: until it answers, ``ls``
+        shows the listing of the earlier ones (``QueryService.pending`` tells, and the
+        status says so), not an error for a directory that listed a moment ago."""
         current = state.listing
-        if current is None or current.plan != plan:
+        if current is None:
             # a copy per raise (method, path and status kept): callers in other tasks
             # must not share one exception object and its traceback
             raise copy.copy(error)
@@ -142,8 +144,9 @@ class ResultCache:
             try:
                 fresh, outcome = await self._fetch(state, plan)
             except errors.KgError as exc:
-                if current is not None and current.plan == plan:
-                    log.warning("serving stale results for %r: %s", key, exc)
+                if current is not None:
+                    log.warning("serving stale results for %r%s: %s", key,
+                                "" if current.plan == plan else " (of earlier settings)", exc)
                 state.failure = Failure(trio.current_time(), plan, exc)
                 if isinstance(exc, RETRIED):  # down or failing: wait before the next try
                     state.retries = state.retries or Backoff()

@@ -9,9 +9,11 @@ own threshold, scored by that term), exclude terms remove theirs, and the list i
 the query's limit, or earlier where the scores fall away from the best one (``cut.py``:
 inheriting and preset thresholds only; an explicit threshold lists everything above it).
 
-Paging: the search API returns at most 100 results a call, so larger wants page with
-``offset``. A scoped page can come back short on the platform (it filters after paging),
-so scoped paging only stops at an empty page, the want, or a scan cap.
+A score of 0 is no match: such hits are dropped (the embedded server lists none, even
+at threshold 0). Paging: the search API returns at most 100 results a call, so larger
+wants page with ``offset``. A scoped page can come back short on the platform (it
+filters after paging), so scoped paging only stops at an empty page, the want, or a scan
+cap.
 """
 
 from __future__ import annotations
@@ -116,11 +118,14 @@ class _Searcher:
             response = await self._page(request)
             if primary and offset == 0:
                 self.primary = response
-            page = [h for h in response.results
-                    if ontology is None or not h.ontologies or ontology in h.ontologies]
-            hits.extend(page)
+            # a score of 0 is no match, at any threshold (a server may list them at 0);
+            # ranked best first, so nothing after one scores either
+            scored = [h for h in response.results if h.score > 0]
+            hits.extend(h for h in scored
+                        if ontology is None or not h.ontologies or ontology in h.ontologies)
             offset += size
-            if not response.results or (ontology is None and len(response.results) < size):
+            if (len(scored) < len(response.results) or not response.results
+                    or (ontology is None and len(response.results) < size)):
                 break
         return hits[:want]
 

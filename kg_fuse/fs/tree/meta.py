@@ -134,7 +134,8 @@ def _status(tree: Tree, query: SavedQuery, problem: str | None) -> bytes:
     listing = tree.service.listing(query.key)
     fetched_at = listing.fetched_at if listing is not None else None
     return status_file(query, tree.service.explain(query), listing,
-                       problem or tree.service.server.error_since(fetched_at))
+                       problem or tree.service.server.error_since(fetched_at),
+                       pending=tree.service.pending(query))
 
 
 CONTROLS: dict[str, Control] = {

@@ -4,8 +4,11 @@ Pure functions of the saved query, its ``ThresholdExplanation`` (every threshold
 filters its listing, and where each comes from) and its listing, so they are tested
 without a mount. ``status`` is ``key: value`` lines; for a nested query or one with
 union/exclude terms it shows one line per level and term, and a ``filtered by`` line
-naming the level that removed the query's own matches (an empty nested listing says
-which enclosing threshold emptied it).
+naming the level that removed the query's own matches and how many reach it (an empty
+nested listing says which enclosing threshold emptied it). Where the listing stopped,
+why an empty one is empty and how to see more are worded in ``listing_text``. A listing
+fetched for earlier settings (they changed while the server could not be reached) is
+shown as such: ``pending``, with no counts or suggestions read against the new ones.
 """
 
 from __future__ import annotations
@@ -15,11 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
-from kg_fuse.fs.queries.cut import CUT_GAP, Cut, CutReason
 from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
 from kg_fuse.fs.queries.threshold import (
     PRESET_OFFSETS,
-    PRESET_SIZES,
     FilterLevel,
     Role,
     ThresholdExplanation,
@@ -27,30 +28,21 @@ from kg_fuse.fs.queries.threshold import (
     describe_source,
     preset_value,
 )
-from kg_fuse.limits import MAX_LIMIT
+from kg_fuse.fs.tree.listing_text import (
+    counted,
+    cut_text,
+    format_threshold,
+    more_text,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.searches import LevelCount
     from kg_fuse.fs.queries.state import ResultSet
 
 
-def format_threshold(value: float) -> str:
-    """The shortest text that reads back as exactly this value (so an unchanged save
-    from an editor never alters it)."""
-    return repr(float(value))
-
-
 def _fmt(value: float | None) -> str:
     return "unknown (server not reached yet)" if value is None else format_threshold(value)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def counted(n: int, one: str, many: str) -> str:
-    """'1 match', '2 matches': a count the way a person writes it."""
-    return f"{n} {one if n == 1 else many}"
 
 
 def _stored(query: SavedQuery) -> str:
@@ -81,7 +73,7 @@ NOISE_WARNING = ("comprehensive is below the server default, i.e. below the cali
 def _label(level: FilterLevel, index: int) -> str:
     """'level 1' / 'union "term"' / 'exclude "term"': a status line's key."""
     if level.role in (Role.UNION, Role.EXCLUDE):
-        return f"{level.role.name.lower()} {_one_line(level.text)!r}"
+        return f"{level.role.name.lower()} {one_line(level.text)!r}"
     return f"level {index + 1}"
 
 
@@ -90,9 +82,9 @@ def _level_line(level: FilterLevel, explanation: ThresholdExplanation) -> str:
     head = (f"{_fmt(level.effective.value)} "
             f"({describe_source(level, explanation.default, origin=False)})")
     if level.role is Role.ENCLOSING:
-        return f"{head} for {_one_line(level.text)!r}, the enclosing query {level.owner!r}"
+        return f"{head} for {one_line(level.text)!r}, the enclosing query {level.owner!r}"
     if level.role is Role.OWN:
-        return f"{head} for {_one_line(level.text)!r}, this query"
+        return f"{head} for {one_line(level.text)!r}, this query"
     return f"{head}, this query's threshold"
 
 
@@ -127,16 +119,16 @@ def filtered_by(explanation: ThresholdExplanation, counts: tuple[LevelCount, ...
         own = explanation.own
         return (f"this query's threshold {_fmt(own.effective.value)} "
                 f"({own.effective.described}): no concept matches "
-                f"{_one_line(own.text)!r} at it")
+                f"{one_line(own.text)!r} at it")
     worst = max(range(len(chain) - 1), key=lambda i: counts[i].changed, default=None)
     if worst is None or counts[worst].changed == 0:
         return None
     level = chain[worst]
-    removed = counts[worst].changed
-    verdict = ("none of" if removed == own_count.matches else f"{removed} of")
+    # ``changed`` counts the query's matches the level removed: the rest reach it
+    reach = own_count.matches - counts[worst].changed
     return (f"level {worst + 1}, the enclosing query {level.owner!r} at "
-            f"{_fmt(level.effective.value)} ({level.effective.described}): {verdict} this "
-            f"query's {own_count.matches} matches reach it")
+            f"{_fmt(level.effective.value)} ({level.effective.described}): "
+            f"{reach or 'none'} of this query's {own_count.matches} matches reach it")
 
 
 def threshold_file(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:
@@ -224,11 +216,15 @@ def _when(wall: float) -> str:
 
 
 def status_file(query: SavedQuery, explanation: ThresholdExplanation,
-                results: ResultSet | None, problem: str | None) -> bytes:
-    """``.meta/status``: why the directory looks the way it does, as ``key: value`` lines."""
+                results: ResultSet | None, problem: str | None, pending: bool = False
+                ) -> bytes:
+    """``.meta/status``: why the directory looks the way it does, as ``key: value`` lines.
+
+    ``pending``: ``results`` was fetched for earlier settings (the fetch for the current
+    ones failed): it is described as such, never with the current thresholds' counts."""
     effective = explanation.own.effective
     lines = [
-        f"query: {_one_line(query.text)}",
+        f"query: {one_line(query.text)}",
         f"effective threshold: {_fmt(effective.value)} ({effective.described})",
         f"server default: {describe_default(explanation.default)}",
     ]
@@ -238,7 +234,7 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
         adj = query.auto_adjusted
         to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
         lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
-    counts = results.levels if results is not None else ()
+    counts = results.levels if results is not None and not pending else ()
     if len(explanation.levels) > 1:
         lines.append(f"thresholds: {counted(len(explanation.chain), 'level', 'levels')}; "
                      "a concept is listed "
@@ -250,24 +246,37 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
     if results is None:
         lines.append("results: not fetched")
     else:
-        lines += _results_lines(results, explanation, stale=problem is not None,
-                                limit=query.effective_limit)
+        if pending:
+            lines.append(
+                "pending: the settings changed while the server could not be reached; "
+                "they apply once it answers, and until then the directory shows the last "
+                "listing, fetched for the earlier settings (threshold "
+                f"{format_threshold(results.response.threshold_used)}, limit "
+                f"{results.plan.limit})")
+        lines += _results_lines(results, None if pending else explanation,
+                                stale=problem is not None or pending)
     if problem:
-        lines.append(f"error: {_one_line(problem)}")
+        lines.append(f"error: {one_line(problem)}")
     return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
 
 
-def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale: bool,
-                   limit: int) -> list[str]:
+def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
+                   stale: bool) -> list[str]:
+    """The listing's lines; ``explanation`` None: the listing is of earlier settings, so
+    nothing is inferred from the current ones."""
     response = results.response
     freshness = "stale: server unavailable" if results.stale or stale else "fresh"
-    lines = [
-        f"results: {len(results.files)}",
-        *cut_lines(results.cut, explanation, limit),
+    lines = [f"results: {len(results.files)}"]
+    cut = cut_text(results)
+    lines += [f"cut: {cut}"] if cut else []
+    if explanation is not None:
+        more = more_text(results, explanation.own.effective.value)
+        lines += [f"more: {more}"] if more else []
+    lines += [
         f"fetched: {_when(results.fetched_wall)} ({freshness})",
         f"threshold used by the server: {format_threshold(response.threshold_used)}",
     ]
-    culprit = filtered_by(explanation, results.levels)
+    culprit = filtered_by(explanation, results.levels) if explanation is not None else None
     if culprit is not None:
         lines.append(f"filtered by: {culprit}")
     if response.below_threshold_count is not None:
@@ -276,21 +285,21 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
     if suggested is not None:
         lines.append(f"suggested threshold: {format_threshold(suggested)}")
     if response.near_misses:
-        lines.append("near misses: " + _one_line(", ".join(
+        lines.append("near misses: " + one_line(", ".join(
             f"{label} ({score:.4f})" for label, score in response.near_misses)))
     elif response.top_match is not None:
         top = response.top_match
-        lines.append(f"best near miss: {_one_line(top.label)} ({top.score:.4f})")
+        lines.append(f"best near miss: {one_line(top.label)} ({top.score:.4f})")
     if response.expanded_words:
-        lines.append("words read as: " + _one_line("; ".join(
+        lines.append("words read as: " + one_line("; ".join(
             f"{word} -> {', '.join(terms)}" for word, terms in response.expanded_words)))
     if response.repeated_words:
-        lines.append("words said over and over: " + _one_line(
+        lines.append("words said over and over: " + one_line(
             ", ".join(response.repeated_words)))
         lines.append("hint: a query that only repeats its words is read as noise; "
                      "write each word once to search for it")
     if response.unknown_words:
-        lines.append("words the documents never use: " + _one_line(
+        lines.append("words the documents never use: " + one_line(
             ", ".join(response.unknown_words)))
         if not results.files:
             lines.append("hint: rephrase the query in words the documents use")
@@ -302,38 +311,3 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation, stale:
             "(below the server default they may be noise)"
         )
     return lines
-
-
-def cut_lines(cut: Cut | None, explanation: ThresholdExplanation, limit: int) -> list[str]:
-    """Where the listing was cut, why, and how to see more (``cut.py``)."""
-    if cut is None or cut.ranked == 0:
-        return []
-    # a ranking as deep as the fetch may go on: the server was asked for ``limit``
-    found = (f"at least {cut.ranked}" if cut.ranked >= limit and len(explanation.levels) == 1
-             else str(cut.ranked))
-    if cut.reason is CutReason.NONE:
-        why = (f"none: all {found} within {CUT_GAP} of the best score are listed"
-               if cut.size is not None else
-               "none: an explicit threshold lists every match above it")
-        return [f"cut: {why}"]
-    falls = ("" if cut.falls is None else
-             f"; the score falls from {cut.falls[0]:.2f} to {cut.falls[1]:.2f}")
-    if cut.reason is CutReason.LIMIT:
-        return [f"cut: after {cut.kept} of {found} matches: .meta/limit is {limit}{falls}",
-                f"more: write a larger number (up to {MAX_LIMIT}) to .meta/limit"]
-    if cut.reason is CutReason.GAP:
-        head = (f"cut: after {cut.kept} of {found} matches{falls}, more than {CUT_GAP} "
-                f"below the best ({cut.best:.2f})")
-    else:
-        preset = explanation.own.effective.preset or "standard"
-        head = (f"cut: after {cut.kept} of {found} matches: the {preset} listing size is "
-                f"{cut.size}{falls}")
-    value = explanation.own.effective.value
-    more = ("more: write a number to .meta/threshold to list every match above it"
-            if value is None else
-            f"more: write {format_threshold(value)} to .meta/threshold to list every match "
-            f"above it (up to .meta/limit, {limit})")
-    wider = max(PRESET_SIZES.values())
-    if (cut.size or 0) < wider:
-        more += f", or comprehensive for up to {wider}"
-    return [head, more]

@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 #: How much a full keyword match can add: merged = v + KEYWORD_WEIGHT * kw * (1 - v).
 KEYWORD_WEIGHT = tuning.KEYWORD_WEIGHT.value
+#: The least score that matches. Scores clip below at 0, so a score of 0 says the concept
+#: has nothing in common with the query (a cosine of 0 or less, no keyword): no match at
+#: any threshold, 0 included (nonsense lists nothing, even at 0).
+ABOVE_ZERO = float(np.nextafter(np.float32(0.0), np.float32(1.0)))
 
 
 def merge(vector_score: np.ndarray | float, keyword_score: np.ndarray | float,
@@ -190,7 +194,8 @@ class ConceptIndex:
                top_k: int | None = None,
                keyword: Mapping[str, float] | KeywordRows | None = None,
                scale: ScoreScale = IDENTITY) -> list[tuple[str, float]]:
-        """Concepts whose merged score >= threshold, best first (ties by id order).
+        """Concepts whose merged score >= threshold, best first (ties by id order); a
+        score of 0 is no match, so at threshold 0 only concepts that score at all.
 
         Vector-only rows come from the quantised threshold scan (``scan.py``, exact);
         rows with a keyword score are scored exactly and merged. With ``top_k`` only the
@@ -199,12 +204,13 @@ class ConceptIndex:
         """
         if not self.ids:
             return []
+        threshold = max(threshold, ABOVE_ZERO)
         rows = None
         if ontology is not None:
             rows = self.ontology_rows.get(ontology)
             if rows is None or rows.size == 0:
                 return []
-        floor = threshold if threshold > 0 else -2.0  # merged scores clip below at 0
+        floor = threshold
         kw = keyword if isinstance(keyword, KeywordRows) else self.keyword_rows(keyword)
         at, values, factors, rest, weight = kw
         if rows is not None and at.size:
@@ -213,13 +219,12 @@ class ConceptIndex:
             keep = inside[at]
             at, values = at[keep], values[keep]
             factors = factors[keep] if factors is not None else None
-        if rest > 0 or floor <= 0:  # at threshold 0 every concept is listed, as 0 if need be
+        if rest > 0:
             def product(score: float) -> float:
                 return scale.product_at(score, weight)
 
-            positions, vec = self.scanner.above(
-                vector, product(floor / rest) if floor > 0 else floor, rows=rows,
-                top=_best_of(top_k, at, floor, rest, product))
+            positions, vec = self.scanner.above(vector, product(floor / rest), rows=rows,
+                                                top=_best_of(top_k, at, floor, rest, product))
             scores = np.clip(scale.scores(vec, weight) * np.float32(rest), 0.0, 1.0)
         else:  # only rows with evidence can score
             positions, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)

@@ -19,7 +19,13 @@ import numpy as np
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import keywords, tuning
 from kg_fuse.server.search.generations import GenerationCache
-from kg_fuse.server.search.index import ConceptIndex, KeywordRows, load_fused, memberships
+from kg_fuse.server.search.index import (
+    ABOVE_ZERO,
+    ConceptIndex,
+    KeywordRows,
+    load_fused,
+    memberships,
+)
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.scale import IDENTITY, SCALE_KEY, ScoreScale
 from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
@@ -34,8 +40,6 @@ NEAR_MISS_DEPTH = tuning.NEAR_MISS_DEPTH.value
 NEAR_MISS_STEP = tuning.NEAR_MISS_STEP.value
 #: Closest concepts below the threshold named when a page comes back short.
 CLOSEST = tuning.CLOSEST.value
-#: The least threshold above 0: what :meth:`Searcher.search_many` lists.
-ABOVE_ZERO = float(np.nextafter(np.float32(0.0), np.float32(1.0)))
 #: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
 PREPARED_QUERIES = 1024
 
@@ -180,8 +184,9 @@ class Searcher:
         """Each query's top ``k`` final scores above 0 (calibration: one embedding batch).
 
         A query the reading finds to be noise scores 0 everywhere: it is neither
-        embedded nor scanned, and finds nothing. Above 0 the scan ranks only the best
-        ``k`` (at 0 every concept would be ranked, most of a calibration's time)."""
+        embedded nor scanned, and finds nothing. The scan ranks only the best ``k``
+        above 0 (a score of 0 is no match: ranking every concept would be most of a
+        calibration's time)."""
         index = self.index
         readings = [self.read(q) for q in queries]
         live = [i for i, reading in enumerate(readings) if reading.familiarity(None) > 0]
@@ -190,7 +195,8 @@ class Searcher:
         found: list[list[tuple[str, float]]] = [[] for _ in queries]
         for i, raw in zip(live, vectors, strict=True):
             vector, keyword = self.scored_query(readings[i], raw, index)
-            found[i] = index.search(vector, ABOVE_ZERO, top_k=k, keyword=keyword, scale=self.scale)
+            found[i] = index.search(vector, ABOVE_ZERO, top_k=k, keyword=keyword,
+                                    scale=self.scale)
         return found
 
     # -- the index's changes (the knowledge graph decides when) -------------------------

@@ -1,0 +1,157 @@
+"""What ``.meta/status`` says of a listing in words: counts as a person writes them,
+where the listing stopped and what stopped it (``queries/cut.py``), why an empty one is
+empty, and how to see more, offered only where it would list more.
+
+Pure functions of the listing (``ResultSet``: its plan, cut, counts and the server's
+hints), so a listing fetched for earlier settings is described by its own plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kg_fuse.fs.queries.cut import CUT_GAP, Cut, CutReason
+from kg_fuse.fs.queries.threshold import PRESET_SIZES
+from kg_fuse.limits import MAX_LIMIT
+
+if TYPE_CHECKING:
+    from kg_fuse.fs.queries.state import ResultSet
+
+
+def format_threshold(value: float) -> str:
+    """The shortest text that reads back as exactly this value (so an unchanged save
+    from an editor never alters it)."""
+    return repr(float(value))
+
+
+def one_line(text: str) -> str:
+    """Text as one line of a ``key: value`` file (a label may hold newlines)."""
+    return " ".join(text.split())
+
+
+def counted(n: int, one: str, many: str) -> str:
+    """'1 match', '2 matches': a count the way a person writes it."""
+    return f"{n} {one if n == 1 else many}"
+
+
+def _places(*holds: Callable[[int], bool]) -> int | None:
+    """The fewest decimals (2 to 4) at which rounded scores still show what ``holds``
+    (a fall of 0.00 between two listed scores is no fall); None if none do."""
+    return next((d for d in (2, 3, 4) if all(check(d) for check in holds)), None)
+
+
+def _scaled(value: float, places: int) -> int:
+    """A score rounded to ``places`` decimals, as an integer (exact comparisons)."""
+    return round(value * 10**places)
+
+
+def _gap_text(cut: Cut) -> str:
+    """'the score falls from 0.76 to 0.72, more than 0.16 below the best (0.91)': the
+    scores at the cut, to as many places as show that they are true."""
+    assert cut.falls is not None and cut.best is not None
+    last, first, best = *cut.falls, cut.best
+
+    def below(d: int) -> bool:  # the first left out, shown more than the gap below the best
+        return _scaled(best, d) - _scaled(first, d) > _scaled(CUT_GAP, d)
+
+    def falls(d: int) -> bool:
+        return _scaled(last, d) > _scaled(first, d)
+
+    d = _places(below, falls)
+    if d is not None:
+        return (f"the score falls from {last:.{d}f} to {first:.{d}f}, more than {CUT_GAP} "
+                f"below the best ({best:.{d}f})")
+    d = _places(below) or 4
+    return f"the next match scores {first:.{d}f}, more than {CUT_GAP} below the best ({best:.{d}f})"
+
+
+def _within_text(cut: Cut) -> str:
+    """'the next match scores 0.72, within 0.16 of the best (0.80)': a size or a limit
+    stopped a listing whose scores had not fallen away yet."""
+    assert cut.falls is not None and cut.best is not None
+    first, best = cut.falls[1], cut.best
+    d = _places(lambda d: _scaled(best, d) - _scaled(first, d)
+                <= _scaled(CUT_GAP, d)) or 4
+    return f"the next match scores {first:.{d}f}, within {CUT_GAP} of the best ({best:.{d}f})"
+
+
+def _empty(results: ResultSet) -> bool:
+    return results.cut.kept == 0 if results.cut is not None else not results.files
+
+
+def _preset_of(size: int) -> str:
+    return next((word for word, n in PRESET_SIZES.items() if n == size), "preset")
+
+
+def cut_text(results: ResultSet) -> str | None:
+    """Where the listing stopped and what stopped it: the score gap, the preset's size or
+    ``.meta/limit``; for an empty listing, why nothing is listed."""
+    cut, plan = results.cut, results.plan
+    if _empty(results):
+        return empty_text(results)
+    if cut is None:
+        return None
+    single = len(plan.levels) == 1 and not plan.union and not plan.exclude
+    # a ranking as deep as the fetch may go on: the server was asked for ``limit``
+    found = f"at least {cut.ranked}" if cut.ranked >= plan.limit and single else str(cut.ranked)
+    if cut.reason is CutReason.NONE:
+        return (f"none: all {found} within {CUT_GAP} of the best score are listed"
+                if plan.size is not None else
+                "none: an explicit threshold lists every match above it")
+    head = f"after {cut.kept} of {found} matches"
+    limit = f".meta/limit is {plan.limit}"
+    if cut.reason is CutReason.LIMIT:
+        within = f"; {_within_text(cut)}" if plan.size and cut.falls else ""
+        return f"{head}: {limit}{within}"
+    assert plan.size is not None
+    size = f"the {_preset_of(plan.size)} listing size is {plan.size}"
+    if cut.reason is CutReason.SIZE:
+        return f"{head}: {size}; {_within_text(cut)}"
+    if cut.kept == min(plan.size, plan.limit):  # the size (or limit) stops it here too
+        return f"{head}: {_gap_text(cut)}; {limit if plan.limit < plan.size else size} too"
+    return f"{head}: {_gap_text(cut)}"
+
+
+def empty_text(results: ResultSet) -> str:
+    """Why a listing is empty: nothing reached the query's threshold (and the best score
+    below it, as far as the server said), or the enclosing levels or the exclude terms
+    left nothing."""
+    response, plan, counts = results.response, results.plan, results.levels
+    own = counts[len(plan.levels) - 1] if len(counts) >= len(plan.levels) else None
+    if own is not None and own.matches:
+        removed = sum(c.changed for c in counts if c.role == "exclude")
+        if removed:
+            return f"nothing listed: the exclude terms removed every match ({removed})"
+        return (f"nothing listed: none of this query's {counted(own.matches, 'match', 'matches')}"
+                " reaches every enclosing level's threshold (see filtered by)")
+    why = (f"nothing listed: no concept reached the threshold "
+           f"{format_threshold(response.threshold_used)}")
+    if response.near_misses:
+        label, score = response.near_misses[0]
+        return f"{why}; the best scored {score:.4f} ({one_line(label)})"
+    if response.top_match is not None:
+        top = response.top_match
+        return f"{why}; the best scored {top.score:.4f} ({one_line(top.label)})"
+    return f"{why}; the server reported no near miss"
+
+
+def more_text(results: ResultSet, value: float | None) -> str | None:
+    """How to list more, only where it would: past the score gap a larger size lists
+    nothing more (the rest score far below the best at any threshold), so only an
+    explicit threshold is offered; past a size, a larger preset too; past the limit, a
+    larger limit."""
+    cut, limit = results.cut, results.plan.limit
+    if cut is None or cut.reason is CutReason.NONE or _empty(results):
+        return None
+    if cut.reason is CutReason.LIMIT or cut.kept >= limit:
+        return (f"write a larger number (up to {MAX_LIMIT}) to .meta/limit"
+                if limit < MAX_LIMIT else None)
+    more = ("write a number to .meta/threshold to list every match above it"
+            if value is None else
+            f"write {format_threshold(value)} to .meta/threshold to list every match "
+            f"above it (up to .meta/limit, {limit})")
+    wider = min(max(PRESET_SIZES.values()), limit)
+    if cut.reason is CutReason.SIZE and wider > cut.kept:
+        more += f", or comprehensive for up to {wider}"
+    return more

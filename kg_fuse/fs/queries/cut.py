@@ -15,9 +15,9 @@ all-MiniLM-L6-v2: the embedded server maps every model's scores onto that model'
 (``kg_fuse.server.search.scale``), so the gap means the same whatever model it serves.
 The platform publishes no such scale; against it the gap falls back to the same 0.16 of
 its raw scores, which suits models whose cosines spread as MiniLM's do (a model that
-squeezes its cosines together lists more there, never less than its threshold allows). It applies to inheriting and preset
-thresholds; an explicit number written to ``.meta/threshold`` lists everything above it
-(up to ``.meta/limit``). The numbers were chosen by ``kg-fuse eval`` over the judged
+squeezes its cosines together lists more there, up to its listing size). The cut applies
+to inheriting and preset thresholds; an explicit number written to ``.meta/threshold``
+lists everything above it (up to ``.meta/limit``). The numbers were chosen by ``kg-fuse eval`` over the judged
 development sets (docs/eval.md, "Sixth round: where a listing stops").
 """
 

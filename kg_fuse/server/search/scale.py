@@ -40,7 +40,7 @@ SCALE_KEY = "search_score_scale"
 UNRELATED_REF, RELATED_REF = tuning.SCORE_SCALE_REFERENCE.value
 #: A model that puts related pairs less than this above unrelated ones cannot rank:
 #: its gain is capped rather than amplifying noise without bound.
-LEAST_SPREAD = 0.02
+LEAST_SPREAD = tuning.SCORE_SCALE_LEAST_SPREAD.value
 
 PAIRS: tuple[tuple[str, str], ...] = (
     ("how do I boil an egg", "Place the eggs in boiling water for seven minutes, then cool "

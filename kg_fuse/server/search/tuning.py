@@ -99,6 +99,11 @@ SCORE_SCALE_REFERENCE = Tuned(
     "not tuned: measured (the pairs of search/scale.py embedded by all-MiniLM-L6-v2 "
     "0.1.0 on ONNX Runtime: 0.029327 and 0.555873), and rounded so that model maps to "
     "itself exactly")
+SCORE_SCALE_LEAST_SPREAD = Tuned(
+    0.02, "a model that scores related pairs less than this above unrelated ones is "
+    "stretched no further (it cannot rank; its noise is not amplified without bound)",
+    "not tuned: a guard for broken models (random weights spread ~0.001); the "
+    "reference's spread is 0.53")
 
 # -- reading the query (understand.py) ---------------------------------------------------
 

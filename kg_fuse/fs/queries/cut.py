@@ -17,8 +17,9 @@ The platform publishes no such scale; against it the gap falls back to the same 
 its raw scores, which suits models whose cosines spread as MiniLM's do (a model that
 squeezes its cosines together lists more there, up to its listing size). The cut applies
 to inheriting and preset thresholds; an explicit number written to ``.meta/threshold``
-lists everything above it (up to ``.meta/limit``). The numbers were chosen by ``kg-fuse eval`` over the judged
-development sets (docs/eval.md, "Sixth round: where a listing stops").
+lists everything above it (up to ``.meta/limit``). The numbers were chosen by ``kg-fuse
+eval`` over the judged development sets (docs/eval.md, "Sixth round: where a listing
+stops").
 """
 
 from __future__ import annotations

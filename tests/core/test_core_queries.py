@@ -173,3 +173,27 @@ async def test_the_creation_auto_adjust_adopts_the_status_s_suggestion(core: Cor
     listed = results(await core.fs.listdir(tight))
     assert f"{best}.concept.md" in listed
     assert len(listed) < 5, listed  # the best near miss and those close to it
+
+
+async def test_a_renamed_query_keeps_its_inodes_and_the_kernel_forgets_names_that_left(
+        core: Core) -> None:
+    """``mv``: the kernel moved the directory's dentry, so its inode (and the nested
+    query's, and ``.meta``'s) answers to the new name; results of the old text that the
+    new one does not list are invalidated."""
+    await core.fs.mkdir(RELEVANT)
+    await core.fs.mkdir(f"{RELEVANT}/levels")
+    before = results(await core.fs.listdir(RELEVANT))
+    inodes = [await core.fs.inode(p) for p in (RELEVANT, f"{RELEVANT}/levels",
+                                               f"{RELEVANT}/.meta")]
+    core.kernel.clear()
+    await core.fs.rename(RELEVANT, "sort a list")
+    await core.ops.kernel.flush()
+    told = {name.decode() for parent, name in core.kernel.names if parent == inodes[0]}
+    after = results(await core.fs.listdir("sort a list"))
+    assert set(before) - set(after) <= told
+    assert [core.ops.inodes.get(i).owner for i in inodes] == [
+        "sort a list", "sort a list/levels", "sort a list"]
+    assert await core.fs.listdir() == ["ontology", "sort a list"]
+    with pytest.raises(pyfuse3.FUSEError) as taken:
+        await core.fs.rename("sort a list/levels", "sort a list/.meta")
+    assert taken.value.errno == errno.ENOTEMPTY

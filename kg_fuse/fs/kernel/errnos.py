@@ -78,7 +78,8 @@ class NotDirectory(FsError):
 
 
 class NotEmpty(FsError):
-    """A query that still holds nested queries."""
+    """A directory that holds something: a query with nested queries (``rmdir``), any
+    query or directory a query would be renamed onto."""
 
 
 class BadHandle(FsError):

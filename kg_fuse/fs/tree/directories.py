@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import logging
 
-from kg_fuse.fs.kernel.errnos import Exists, InvalidName, NoEntry, NotPermitted
+from kg_fuse.fs.kernel.errnos import (
+    Exists,
+    InvalidName,
+    NoEntry,
+    NotDirectory,
+    NotEmpty,
+    NotPermitted,
+)
 from kg_fuse.fs.kernel.names import META_DIR
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.queries.catalog import ontology_file_name
-from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, scope_of
+from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, query_key, scope_of
 from kg_fuse.fs.tree.files import commit
 from kg_fuse.fs.tree.links import link_target_ontology
 from kg_fuse.fs.tree.meta import CONTROLS
@@ -46,6 +53,29 @@ class QueryHolder(Directory):
         query = await tree.service.create((*self.query_base(parent), name))
         tree.touch(parent)
         return tree.inodes.ensure(NodeKind.QUERY_DIR, query.key)
+
+    async def rename(self, tree: Tree, parent: Node, old: str, new_parent: Node,
+                     new: str) -> None:
+        """``mv OLD NEW`` of a query in this directory renames it, settings and all.
+        Moving it elsewhere is refused (EPERM: EXDEV would have ``mv`` copy it, making a
+        new query and failing on its results), and so is a name that is taken: a
+        query or any directory here is never empty (ENOTEMPTY), a file or link is no
+        directory (ENOTDIR), a name the tree keeps for its own directories EEXIST."""
+        base = self.query_base(parent)
+        source = tree.service.find((*base, old))
+        if source is None:
+            raise NotPermitted(f"only queries can be renamed here, not {old!r}")
+        if new_parent is not parent:
+            raise NotPermitted("a query is renamed in its own directory; it cannot move")
+        taken = {e.name: e.kind for e in await self.children(tree, parent)}
+        if new in taken:
+            raise NotEmpty(new) if taken[new].is_dir else NotDirectory(new)
+        if new in self.reserved:  # as mkdir
+            raise Exists(new)
+        for old_key, new_key in await tree.service.rename(source.path, (*base, new)):
+            tree.inodes.move_owner(old_key, new_key)
+        tree.touch(parent)
+        tree.touch(tree.inodes.ensure(NodeKind.QUERY_DIR, query_key((*base, new))))
 
 
 class Root(QueryHolder):

@@ -22,6 +22,7 @@ from kg_fuse.fs.kernel.errnos import (
 )
 from kg_fuse.fs.kernel.names import decode_name
 from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.ingest import MAX_PENDING_BYTES
 from kg_fuse.fs.tree.kinds import behaviour
 from kg_fuse.fs.tree.shape import Behaviour, Caching, writing
 
@@ -58,7 +59,8 @@ class KgOperations(NamespaceOperations):
 
     @handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
-        return self.attrs.statfs(len(self.inodes))
+        return self.attrs.statfs(len(self.inodes), self.ingest.pending_bytes(),
+                                 MAX_PENDING_BYTES)
 
     @handler
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:

@@ -70,6 +70,8 @@ def test_touch_of_an_empty_file_in_ingest_is_refused_and_leaves_nothing(farm) ->
     with open(ingest / ".partial.md", "wb"):
         pass  # an editor's temporary name: never uploaded, so never refused
     assert os.listdir(ingest) == [".partial.md"]
+    os.utime(ingest / ".partial.md", (1_000_000_000, 1_000_000_000))  # cp -p, touch -d
+    assert (ingest / ".partial.md").stat().st_mtime == 1_000_000_000
 
 
 # -- deleting an ontology the server takes long over -----------------------------------------

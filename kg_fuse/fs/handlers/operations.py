@@ -49,10 +49,10 @@ class KgOperations(NamespaceOperations):
         kind = behaviour(node)
         if (fields.update_mode or fields.update_uid or fields.update_gid) and not kind.chown:
             raise NotPermitted(f"{node.kind.value}: mode and owner are fixed")
-        if (fields.update_atime or fields.update_mtime) and not (
-                kind.is_dir or kind.writable or kind.chown):
-            # ``touch`` would exit 0 and change nothing: its mtime is its content's
-            raise NotPermitted(f"{node.kind.value}: its time is when its content changed")
+        if (fields.update_atime or fields.update_mtime) and not fields.update_size:
+            # a truncation's own new mtime comes with its size: the content's change
+            await kind.set_times(self.tree, node,
+                                 attr.st_mtime_ns if fields.update_mtime else None)
         if fields.update_size:
             await kind.truncate(self.tree, node, attr.st_size, self.handles.file(fh))
         return await self._entry(node)

@@ -165,17 +165,29 @@ class ScratchFile(Behaviour):
             raise NoEntry(node.name)
         return bytes(data)
 
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        """Its last write or the time set on it, while the kernel holds it (else its
+        directory's)."""
+        return node.last_mtime_ns or tree.mtime_ns(node)
+
+    async def set_times(self, tree: Tree, node: Node, mtime_ns: int | None) -> None:
+        if mtime_ns is not None:
+            node.last_mtime_ns = mtime_ns
+
     async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
         if flags & os.O_TRUNC:
             tree.scratch.resize(handle.node.owner, handle.node.name, 0)
+            handle.node.last_mtime_ns = time.time_ns()
         await super().open(tree, handle, flags)
 
     async def truncate(self, tree: Tree, node: Node, size: int,
                        handle: FileHandle | None) -> None:
         tree.scratch.resize(node.owner, node.name, size)
+        node.last_mtime_ns = time.time_ns()
 
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         tree.scratch.write(handle.node.owner, handle.node.name, offset, data)
+        handle.node.last_mtime_ns = time.time_ns()
         return len(data)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
@@ -200,6 +212,11 @@ class IngestFile(Behaviour):
 
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         return _pending(tree, node).mtime_ns
+
+    async def set_times(self, tree: Tree, node: Node, mtime_ns: int | None) -> None:
+        pending = _pending(tree, node)
+        if mtime_ns is not None:  # ``cp -p``: what ``ls -l`` shows until the upload
+            pending.mtime_ns = mtime_ns
 
     async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
         pending = _pending(tree, handle.node)

@@ -218,6 +218,12 @@ class Behaviour:
                        handle: FileHandle | None) -> None:
         raise ReadOnly(f"{node.kind.value} is read-only")
 
+    async def set_times(self, tree: Tree, node: Node, mtime_ns: int | None) -> None:
+        """``touch``, ``cp -p``: keep ``mtime_ns`` (None: the access time alone, which is
+        not kept). Refused where the mtime says when the content changed, as it does for
+        every directory and generated file: ``touch`` would exit 0 and change nothing."""
+        raise NotPermitted(f"{node.kind.value}: its time is when its content changed")
+
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         raise BadHandle(f"{handle.node.kind.value} is not open for writing")
 

@@ -218,6 +218,16 @@ class QueryDir(QueryHolder):
         return tree.inodes.ensure(NodeKind.LINK, parent.owner, name)
 
 
+def _discard_scratch(tree: Tree, meta: Node, name: str) -> None:
+    """A replacement of a control by the scratch file ``name`` was refused: the scratch
+    file goes too, so a refused ``sed -i`` or ``os.replace`` leaves nothing behind (the
+    value stays as it was; a later ``rm`` of the scratch file finds nothing)."""
+    tree.scratch.pop(meta.owner, name)
+    tree.inodes.detach(NodeKind.SCRATCH_FILE, meta.owner, name)
+    tree.kernel.forget_name(meta.inode, name)
+    tree.kernel.flush_soon()
+
+
 class MetaDir(Directory):
     """``.meta/``: the control files, and editors' scratch files next to them."""
 
@@ -257,9 +267,13 @@ class MetaDir(Directory):
             raise NoEntry(old)
         control = CONTROLS.get(new)
         if control is not None:
-            if control.parse is None:
-                raise NotPermitted(f"{new} is read-only")
-            await commit(tree, control, parent, control.parse(bytes(content)))
+            try:
+                if control.parse is None:
+                    raise NotPermitted(f"{new} is read-only")
+                await commit(tree, control, parent, control.parse(bytes(content)))
+            except Exception:
+                _discard_scratch(tree, parent, old)
+                raise
             tree.scratch.pop(parent.owner, old)
             new_key = (control.kind, parent.owner, "")
         else:

@@ -171,19 +171,22 @@ class IngestDir(Directory):
 
 
 class QueryDir(QueryHolder):
-    """A saved query: ``.meta/``, nested queries, links, then one file per result."""
+    """A saved query: one file per result, nested queries, links and ``.meta/``."""
 
     reserved = frozenset()  # '.meta' is taken by the listing itself
 
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        """The results first, best first (what ``ls -U | head`` is for), then nested
+        queries, links, and ``.meta`` last. A result never takes the name of another
+        entry."""
         query = tree.query(node)
-        entries = [Entry(META_DIR, NodeKind.META_DIR, query.key),
-                   *tree.queries(query.path),
-                   *(Entry(k.name, NodeKind.LINK, query.key, k.name) for k in query.links)]
-        taken = {e.name for e in entries}
+        others = [*tree.queries(query.path),
+                  *(Entry(k.name, NodeKind.LINK, query.key, k.name) for k in query.links),
+                  Entry(META_DIR, NodeKind.META_DIR, query.key)]
+        taken = {e.name for e in others}
         result_set = await tree.service.results(query)
-        return entries + [Entry(f.name, NodeKind.RESULT_FILE, query.key, f.concept_id)
-                          for f in result_set.files.values() if f.name not in taken]
+        return [Entry(f.name, NodeKind.RESULT_FILE, query.key, f.concept_id)
+                for f in result_set.files.values() if f.name not in taken] + others
 
     async def child(self, tree: Tree, node: Node, name: str) -> Node:
         query = tree.query(node)

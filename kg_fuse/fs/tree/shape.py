@@ -3,7 +3,7 @@
 ```
 /                          saved global queries + ontology/
 ├── ontology/<Ontology>/   documents/  ingest/  <scoped query>/
-└── <query>/               .meta/  <Label>.concept.md  <nested query>/  <link>
+└── <query>/               <Label>.concept.md (best first)  <nested query>/  <link>  .meta/
 ```
 
 Nodes are identified by (kind, owner, name): the owner is the saved query or the

@@ -119,7 +119,7 @@ class KgOperations(NamespaceOperations):
                      ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent = self._node(parent_inode)
         node = await behaviour(parent).create(self.tree, parent, decode_name(name))
-        fh = self.handles.add(FileHandle(node))
+        fh = self.handles.add(FileHandle(node, opener=ctx.pid))
         return pyfuse3.FileInfo(fh=fh, direct_io=True), await self._remember(node)
 
     @handler
@@ -138,7 +138,7 @@ class KgOperations(NamespaceOperations):
     @handler
     async def flush(self, fh: int) -> None:
         handle = self.handles.file(fh)
-        if handle is not None and handle.session is not None:  # read-only opens: nothing
+        if handle is not None and not behaviour(handle.node).instant:  # results: nothing
             await behaviour(handle.node).flush(self.tree, handle)
 
     @handler

@@ -86,6 +86,11 @@ class BadHandle(FsError):
     """A file handle that is not open (or not open for this)."""
 
 
+class Empty(FsError):
+    """Nothing was written where the content is the point: an empty file in ``ingest/``
+    has nothing to ingest."""
+
+
 class NoAttribute(FsError):
     """No such extended attribute."""
 
@@ -109,6 +114,7 @@ ERRNOS: dict[type[BaseException], int] = {
     NotDirectory: errno.ENOTDIR,
     NotEmpty: errno.ENOTEMPTY,
     BadHandle: errno.EBADF,
+    Empty: errno.ENODATA,
     NoAttribute: errno.ENODATA,
     NotSupported: errno.EOPNOTSUPP,
     client.KgError: errno.EIO,

@@ -232,6 +232,29 @@ class IngestFile(Behaviour):
         tree.ingest.write(_pending(tree, handle.node), offset, data)
         return len(data)
 
+    async def flush(self, tree: Tree, handle: FileHandle) -> None:
+        """A descriptor closed: a file still empty when its opener closed it, and open
+        nowhere else, is refused with ENODATA and goes (``touch`` in ``ingest/`` says
+        so). A child that inherited the descriptor and exits before anything is
+        written (``cmd > ingest/f``) changes nothing."""
+        node = handle.node
+        pending = tree.ingest.get(node.owner, node.name)
+        if pending is None or not tree.ingest.empty_at_close(pending, node.name):
+            return
+        if await still_held_by(handle.opener, node.inode):
+            return
+        if tree.ingest.get(node.owner, node.name) is not pending \
+                or not tree.ingest.empty_at_close(pending, node.name):
+            return  # written or removed while /proc was read
+        refused = tree.ingest.refuse_empty(node.owner, node.name)
+        tree.inodes.detach(node.kind, node.owner, node.name)
+        directory = tree.inodes.find(NodeKind.INGEST_DIR, node.owner)
+        if directory is not None:
+            tree.touch(directory)
+            tree.kernel.forget_name(directory.inode, node.name)
+            tree.kernel.flush_soon()
+        raise refused
+
     async def release(self, tree: Tree, handle: FileHandle) -> None:
         node = handle.node
         pending = tree.ingest.get(node.owner, node.name)

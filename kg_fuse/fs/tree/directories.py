@@ -126,7 +126,8 @@ class OntologyDir(QueryHolder):
     async def rmdir(self, tree: Tree, node: Node) -> bool:
         if not tree.allow_ontology_delete:
             raise NotPermitted("deleting an ontology needs --allow-ontology-delete")
-        await tree.catalog.delete_ontology(node.owner)
+        await tree.catalog.delete_ontology(node.owner)  # waited for while the server works
+        tree.service.server.content_changed()  # its concepts leave every listing now
         return True
 
 

@@ -245,6 +245,9 @@ class IngestBox:
                 if pending.failed is None and pending.upload_at is not None \
                         and pending.upload_at <= now:
                     pending.upload_at = None
+                    if not pending.data:  # emptied since its close (``truncate -s 0``)
+                        self.refuse_empty(*key)
+                        continue
                     await self._upload(key, pending)
             for job in self._running():
                 if self._job_polls.waiting or not await self._follow(job):

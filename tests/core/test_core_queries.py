@@ -197,3 +197,15 @@ async def test_a_renamed_query_keeps_its_inodes_and_the_kernel_forgets_names_tha
     with pytest.raises(pyfuse3.FUSEError) as taken:
         await core.fs.rename("sort a list/levels", "sort a list/.meta")
     assert taken.value.errno == errno.ENOTEMPTY
+
+
+async def test_a_renamed_query_keeps_its_scratch_files_and_control_mtimes(core: Core) -> None:
+    """An editor with a file of ``.meta`` open while the query is renamed: its scratch
+    file and the control's mtime (vim compares it before saving) move along."""
+    await core.fs.mkdir(RELEVANT)
+    await core.fs.write(f"{RELEVANT}/.meta/threshold", b"0.6\n")
+    await core.fs.create(f"{RELEVANT}/.meta/.threshold.swp", b"swap")
+    mtime = (await core.fs.stat(f"{RELEVANT}/.meta/threshold")).st_mtime_ns
+    await core.fs.rename(RELEVANT, "gzip data")
+    assert await core.fs.read("gzip data/.meta/.threshold.swp") == b"swap"
+    assert (await core.fs.stat("gzip data/.meta/threshold")).st_mtime_ns == mtime

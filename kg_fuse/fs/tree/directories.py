@@ -21,7 +21,7 @@ from kg_fuse.fs.kernel.errnos import (
 from kg_fuse.fs.kernel.names import META_DIR
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.queries.catalog import ontology_file_name
-from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, query_key, scope_of
+from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, scope_of
 from kg_fuse.fs.tree.files import commit
 from kg_fuse.fs.tree.links import link_target_ontology
 from kg_fuse.fs.tree.meta import CONTROLS
@@ -75,7 +75,6 @@ class QueryHolder(Directory):
         for old_key, new_key in await tree.service.rename(source.path, (*base, new)):
             tree.inodes.move_owner(old_key, new_key)
         tree.touch(parent)
-        tree.touch(tree.inodes.ensure(NodeKind.QUERY_DIR, query_key((*base, new))))
 
 
 class Root(QueryHolder):

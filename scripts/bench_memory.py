@@ -10,7 +10,7 @@ lists them all, ``--workers`` at a time, then:
 2. removes every query (``rmdir``) and makes the kernel forget again.
 
 After each step it prints the daemon's resident memory (VmRSS from /proc/<pid>/status)
-and the inode table's size (``statvfs(mountpoint).f_files``). The reference is the same
+and the inode table's size (the used inodes of ``statvfs(mountpoint)``). The reference is the same
 daemon's RSS right after mounting, in the same run.
 """
 

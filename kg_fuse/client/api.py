@@ -34,6 +34,12 @@ from kg_fuse.client.models import (
 log = logging.getLogger(__name__)
 
 PAGE_SIZE_MAX = 100
+# A deletion the server works on for minutes (a large ontology) is waited for as long as
+# the server answers a look every deadline, up to this; it fails once this many looks in
+# a row went unanswered (a stalled or stopped server), in bounded time.
+LONG_CALL_LIMIT = 600.0
+UNANSWERED_LOOKS = 2
+NOT_ANSWERING = (errors.ServerTimeout, errors.ServerUnreachable)
 TOKEN_REFRESH_MARGIN = 60.0
 TOKEN_PATH = "/auth/oauth/token"
 POOL_SIZE = 16  # connections to the server at most, all kept alive
@@ -186,7 +192,8 @@ class KgApiClient:
         await self._call("POST", "/ontology/", json={"name": name, "description": ""})
 
     async def delete_ontology(self, name: str) -> None:
-        await self._call("DELETE", f"/ontology/{path_segment(name)}")
+        """Deleting a large ontology takes the server a while: a long call."""
+        await self._long_call("DELETE", f"/ontology/{path_segment(name)}")
 
     async def document_content(self, document_id: str) -> bytes:
         """The original document: its text, or the image's bytes."""
@@ -194,7 +201,7 @@ class KgApiClient:
         return DocumentContent.parse(raw)
 
     async def delete_document(self, document_id: str) -> None:
-        await self._call("DELETE", f"/documents/{path_segment(document_id)}")
+        await self._long_call("DELETE", f"/documents/{path_segment(document_id)}")
 
     async def ingest(self, ontology: str, filename: str, data: bytes,
                      image: bool = False) -> IngestReceipt:
@@ -218,12 +225,55 @@ class KgApiClient:
         """One API call under one deadline; ``request`` goes to httpx (json, params, ...)."""
         deadline = timeout if timeout is not None else self.timeout
         try:
+            if deadline > self.timeout:  # httpx's own timeouts must not cut it short
+                request["timeout"] = httpx.Timeout(deadline, connect=min(self.timeout, 2.0))
             with trio.fail_after(deadline):
                 response = await self._send(method, path, request)
         except trio.TooSlowError:
             raise errors.ServerTimeout(f"{method} {path}: no answer within {deadline:g}s",
                                        method=method, path=path) from None
         return _decode(method, path, response)
+
+    async def _long_call(self, method: str, path: str, **request: Any) -> Any:
+        """A call the server may work on for longer than a deadline: it is waited for
+        as long as the server answers a cheap look (``GET /database/epoch``) every
+        deadline, so a slow deletion returns when it is done, never as a timeout; it
+        times out once ``UNANSWERED_LOOKS`` looks in a row go unanswered (the server
+        stalled), or after ``LONG_CALL_LIMIT``."""
+        answer: list[Any] = []
+
+        async def call(scope: trio.CancelScope) -> None:
+            answer.append(await self._call(method, path, timeout=LONG_CALL_LIMIT,
+                                           **request))
+            scope.cancel()  # done: the looks stop
+
+        with errors.one_failure():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call, nursery.cancel_scope)
+                await self._while_answering(method, path)
+        return answer[0]
+
+    async def _while_answering(self, method: str, path: str) -> None:
+        """Look at the server every deadline; raise ``ServerTimeout`` (for the call
+        ``method path``) when it leaves ``UNANSWERED_LOOKS`` looks in a row unanswered.
+        Any answer, an error status too, says it is there and working."""
+        unanswered = 0
+        while True:
+            await trio.sleep(self.timeout)
+            try:
+                await self.epoch()
+            except NOT_ANSWERING as exc:
+                unanswered += 1
+                log.info("%s %s still running; the server did not answer a look: %s",
+                         method, path, exc)
+                if unanswered >= UNANSWERED_LOOKS:
+                    raise errors.ServerTimeout(
+                        f"{method} {path}: no answer, and the server stopped answering "
+                        f"{unanswered} looks in a row", method=method, path=path) from None
+                continue
+            except errors.KgError:
+                pass  # an answer, an error status too
+            unanswered = 0
 
     async def _send(self, method: str, path: str, request: dict[str, Any]) -> httpx.Response:
         try:

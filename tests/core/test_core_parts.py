@@ -221,6 +221,11 @@ async def test_ingest_box_refuses_what_it_could_never_upload(core: Core) -> None
     await core.fs.unlink(f"{ingest}/.draft.md.swp")  # rm before upload: nothing sent
     assert await core.fs.listdir(ingest) == []
     assert core.ingest.files == {} and core.ingest.jobs == {}
+    await core.fs.create(f"{ingest}/.empty.md.tmp")  # empty, but never uploaded: it stays
+    with pytest.raises(pyfuse3.FUSEError) as empty:
+        await core.fs.rename(f"{ingest}/.empty.md.tmp", f"{ingest}/empty.md")
+    assert empty.value.errno == errno.ENODATA
+    assert await core.fs.listdir(ingest) == [".empty.md.tmp"]
 
 
 OKAPI = b"# Okapi husbandry\n\nOkapis browse leaves in dense forest at dawn and dusk.\n"

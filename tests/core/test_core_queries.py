@@ -218,3 +218,39 @@ async def test_the_creation_auto_adjust_adopts_the_status_s_suggestion(core: Cor
     listed = results(await core.fs.listdir(tight))
     assert f"{best}.concept.md" in listed
     assert len(listed) < 5, listed  # the best near miss and those close to it
+
+
+async def test_a_renamed_query_keeps_its_inodes_and_the_kernel_forgets_names_that_left(
+        core: Core) -> None:
+    """``mv``: the kernel moved the directory's dentry, so its inode (and the nested
+    query's, and ``.meta``'s) answers to the new name; results of the old text that the
+    new one does not list are invalidated."""
+    await core.fs.mkdir(RELEVANT)
+    await core.fs.mkdir(f"{RELEVANT}/levels")
+    before = results(await core.fs.listdir(RELEVANT))
+    inodes = [await core.fs.inode(p) for p in (RELEVANT, f"{RELEVANT}/levels",
+                                               f"{RELEVANT}/.meta")]
+    core.kernel.clear()
+    await core.fs.rename(RELEVANT, "sort a list")
+    await core.ops.kernel.flush()
+    told = {name.decode() for parent, name in core.kernel.names if parent == inodes[0]}
+    after = results(await core.fs.listdir("sort a list"))
+    assert set(before) - set(after) <= told
+    assert [core.ops.inodes.get(i).owner for i in inodes] == [
+        "sort a list", "sort a list/levels", "sort a list"]
+    assert await core.fs.listdir() == ["ontology", "sort a list"]
+    with pytest.raises(pyfuse3.FUSEError) as taken:
+        await core.fs.rename("sort a list/levels", "sort a list/.meta")
+    assert taken.value.errno == errno.ENOTEMPTY
+
+
+async def test_a_renamed_query_keeps_its_scratch_files_and_control_mtimes(core: Core) -> None:
+    """An editor with a file of ``.meta`` open while the query is renamed: its scratch
+    file and the control's mtime (vim compares it before saving) move along."""
+    await core.fs.mkdir(RELEVANT)
+    await core.fs.write(f"{RELEVANT}/.meta/threshold", b"0.6\n")
+    await core.fs.create(f"{RELEVANT}/.meta/.threshold.swp", b"swap")
+    mtime = (await core.fs.stat(f"{RELEVANT}/.meta/threshold")).st_mtime_ns
+    await core.fs.rename(RELEVANT, "gzip data")
+    assert await core.fs.read("gzip data/.meta/.threshold.swp") == b"swap"
+    assert (await core.fs.stat("gzip data/.meta/threshold")).st_mtime_ns == mtime

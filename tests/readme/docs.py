@@ -13,6 +13,8 @@ Markdown does not show (indented like the block, inside a list item)::
 server and a real mount) and compares; run with ``KG_UPDATE_DOC_EXAMPLES=1`` it writes
 what the code produced into the block instead. A block of commands under
 ``<!-- run: NAME -->`` is run in a mount, as the README's blocks are, and must succeed.
+A block of commands that cannot run there is marked ``<!-- illustrative: WHY -->``, on
+one line: every shell block of the user docs is run or says why not.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ USER_DOCS = (README, ROOT / "docs" / "usage.md", ROOT / "docs" / "server.md")
 UPDATE_ENV = "KG_UPDATE_DOC_EXAMPLES"
 UPDATE_COMMAND = f"{UPDATE_ENV}=1 .venv/bin/pytest tests/readme/test_doc_examples.py"
 
-# the fence may be longer than three backticks, for an example that holds a fenced block
-_EXAMPLE = re.compile(r"^ *<!-- (?P<kind>example|run): (?P<name>[\w.-]+) -->\n"
+# the fence may be longer than three backticks, for an example that holds a fenced block;
+# an illustrative block's "name" is why it is not run
+_EXAMPLE = re.compile(r"^ *<!-- (?P<kind>example|run|illustrative): (?P<name>[^\n]+?) -->\n"
                       r"(?P<indent> *)(?P<fence>```+)"
                       r"(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)(?P=fence)$",
                       re.MULTILINE | re.DOTALL)
@@ -44,6 +47,15 @@ def sh_blocks(text: str) -> list[str]:
     return re.findall(r"^```sh\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
 
 
+_SH_FENCE = re.compile(r"^(?P<indent> *)```sh\n", re.MULTILINE)
+
+
+def shell_blocks(path: Path) -> list[int]:
+    """The line (1-based) of every ``sh`` fence in a document, however indented."""
+    text = path.read_text(encoding="utf-8")
+    return [text.count("\n", 0, m.start()) + 1 for m in _SH_FENCE.finditer(text)]
+
+
 @dataclass(frozen=True)
 class Example:
     """A marked block of output in a document."""
@@ -52,7 +64,8 @@ class Example:
     name: str
     line: int  # of the marker, 1-based
     body: str  # the block's text, indentation removed
-    kind: str = "example"  # "example": output to compare; "run": commands to run
+    kind: str = "example"  # "example": output to compare; "run": commands to run;
+    # "illustrative": commands not run (``name`` says why)
 
     @property
     def where(self) -> str:

@@ -31,7 +31,17 @@ from kg_fuse.server.search.presets import FALLBACK_OFFSETS
 from tests.fs.conftest import mount_factory  # noqa: F401 - the fixture
 from tests.helpers.mount import Mount, fuse_available
 from tests.helpers.server import KGServer
-from tests.readme.docs import ROOT, UPDATE_COMMAND, UPDATE_ENV, Example, examples, rewrite
+from tests.readme.docs import (
+    README,
+    ROOT,
+    UPDATE_COMMAND,
+    UPDATE_ENV,
+    USER_DOCS,
+    Example,
+    examples,
+    rewrite,
+    shell_blocks,
+)
 
 pytestmark = [pytest.mark.mount,
               pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")]
@@ -157,13 +167,27 @@ ON_KITCHEN: dict[str, Produce] = {
 }
 
 
-# name of a block of commands -> what a reader has done before it (in the mount's root)
+NOTES = r"printf '# Sourdough\n\nFeed the starter the night before baking.\n' > ~/notes.md"
+RECIPES_NOTE_IN = (f"mkdir -p ontology/Recipes && {NOTES} && cp ~/notes.md ontology/Recipes/ingest/"
+                   " && until [ -e ontology/Recipes/documents/notes.md ]; do sleep 0.5; done")
+
+# name of a block of commands -> what a reader has done before it (in the mount's root,
+# with a home of its own), and what is tidied after it
 RUNS: dict[str, str] = {
     "ontologies": "",
+    "document-delete": f"{RECIPES_NOTE_IN} && mkdir -p ~/kg",
+    "ingest": f"mkdir -p ontology/Recipes && {NOTES}",
+    "ingest-too-large": "mkdir -p ontology/Recipes",
+    "ingest-image": r"mkdir -p ontology/Recipes && "
+                    r"printf '\x89PNG\r\n\x1a\n%0500d' 0 > ~/photo.png",
     "links": 'mkdir "read data from files"',
     "presets": 'mkdir "sort a list"',
-    "exclude-union": 'mkdir "compress data with gzip" && cd "compress data with gzip"',
-    "xattrs": 'mkdir "compress data with gzip" && ls "compress data with gzip" >/dev/null',
+    "write-styles": 'mkdir -p "compress data with gzip"',
+    "exclude-union": 'mkdir -p "compress data with gzip" && cd "compress data with gzip"',
+    "xattrs": 'mkdir -p "compress data with gzip" && ls "compress data with gzip" >/dev/null',
+}
+AFTER: dict[str, str] = {
+    "document-delete": "kg-fuse unmount ~/kg",
 }
 
 
@@ -225,19 +249,81 @@ def test_the_examples_over_the_kitchen_handbook_are_what_the_code_prints(
     check(ON_KITCHEN, mount, kitchen_server)
 
 
-@pytest.mark.timeout(300)
+@pytest.fixture(scope="module")
+def runs_server(kg_server_clone: Callable[..., KGServer]) -> Iterator[KGServer]:
+    """A server for the blocks of commands alone: they ingest and delete documents."""
+    server = kg_server_clone()
+    yield server
+    server.stop()
+
+
+@pytest.mark.timeout(600)
 def test_every_marked_block_of_commands_runs_in_a_mount(
-        mount_factory: Any, pristine_server: KGServer) -> None:  # noqa: F811
-    mount = mount_factory(server=pristine_server)
-    env = {**mount.env, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT)}
+        mount_factory: Any, runs_server: KGServer, tmp_path: Path) -> None:  # noqa: F811
+    """Each ``run:`` block, in document order, in one mount, from its root, with a home
+    of its own (``~/notes.md``, ``~/kg``)."""
+    mount = mount_factory(server=runs_server, extra_args=["--poll-interval", "1"],
+                          allowed_log=[r"WARNING kg_fuse\.fs\.tree\.ingest"])
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**mount.env, "HOME": str(home), "PYTHONPATH": str(ROOT),
+           "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
     failed = []
-    for block in (e for e in examples() if e.kind == "run"):
-        script = "\n".join(["set -e", "trap 'echo \"FAILED: $BASH_COMMAND\" >&2' ERR",
-                            RUNS[block.name], block.body])
+    try:
+        for block in (e for e in examples() if e.kind == "run"):
+            failed += _run_block(block, mount, env)
+    finally:
+        _unmount_under(home)
+    assert not failed, "\n".join(failed)
+
+
+def _run_block(block: Example, mount: Mount, env: dict[str, str]) -> list[str]:
+    script = "\n".join(["set -e", "trap 'echo \"FAILED: $BASH_COMMAND\" >&2' ERR",
+                        RUNS[block.name], block.body, AFTER.get(block.name, "")])
+    try:
         done = subprocess.run(["bash", "-c", script], cwd=mount.mountpoint, env=env,
                               capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            failed.append(f"{block.where}: the commands of '{block.name}' failed "
-                          f"(exit {done.returncode}): {done.stderr.strip()[-1500:]}")
-    assert not failed, "\n".join(failed)
+    except subprocess.TimeoutExpired as exc:
+        return [f"{block.where}: the commands of '{block.name}' took over {exc.timeout:g}s"]
+    if done.returncode == 0:
+        return []
+    return [f"{block.where}: the commands of '{block.name}' failed "
+            f"(exit {done.returncode}): {done.stderr.strip()[-1500:]}"]
+
+
+def _unmount_under(home: Path) -> None:
+    """A block that mounts (``kg-fuse mount ~/kg``) and failed before unmounting."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+        points = [line.split()[4] for line in table if line.split()[4].startswith(str(home))]
+    for point in points:
+        subprocess.run(["fusermount3", "-u", "-z", point], check=False)
+
+
+# README sections whose shell blocks tests/readme/test_readme_blocks.py runs
+README_RUN_SECTIONS = ("Using it", "Stopping")
+
+
+def readme_run_lines() -> set[int]:
+    """The fence lines of the README blocks its own test runs: the demo, and every
+    block under "Using it" and "Stopping"."""
+    lines, section, run = README.read_text(encoding="utf-8").splitlines(), "", set()
+    for number, line in enumerate(lines, 1):
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif line == "```sh" and (section.startswith(README_RUN_SECTIONS) or (
+                section.startswith("Two commands") and "demo.sh" in lines[number])):
+            run.add(number)
+    return run
+
+
+def test_every_shell_block_of_the_user_docs_runs_or_says_why_not() -> None:
+    """Every documented command is run by a test, or its block is marked
+    ``<!-- illustrative: WHY -->``."""
+    marked = {(e.path, e.line + 1) for e in examples() if e.kind in ("run", "illustrative")}
+    readme = readme_run_lines()
+    unmarked = [f"{path.relative_to(ROOT)}:{line}"
+                for path in USER_DOCS for line in shell_blocks(path)
+                if (path, line) not in marked and not (path == README and line in readme)]
+    assert not unmarked, ("shell blocks neither run nor marked illustrative (add a "
+                          "'<!-- run: NAME -->' marker and its prelude in RUNS, or "
+                          "'<!-- illustrative: WHY -->'): " + ", ".join(unmarked))

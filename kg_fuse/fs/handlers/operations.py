@@ -22,6 +22,7 @@ from kg_fuse.fs.kernel.errnos import (
 )
 from kg_fuse.fs.kernel.names import decode_name
 from kg_fuse.fs.tree.handles import FileHandle
+from kg_fuse.fs.tree.ingest import MAX_PENDING_BYTES
 from kg_fuse.fs.tree.kinds import behaviour
 from kg_fuse.fs.tree.shape import Behaviour, Caching, writing
 
@@ -48,17 +49,18 @@ class KgOperations(NamespaceOperations):
         kind = behaviour(node)
         if (fields.update_mode or fields.update_uid or fields.update_gid) and not kind.chown:
             raise NotPermitted(f"{node.kind.value}: mode and owner are fixed")
-        if (fields.update_atime or fields.update_mtime) and not (
-                kind.is_dir or kind.writable or kind.chown):
-            # ``touch`` would exit 0 and change nothing: its mtime is its content's
-            raise NotPermitted(f"{node.kind.value}: its time is when its content changed")
+        if (fields.update_atime or fields.update_mtime) and not fields.update_size:
+            # a truncation's own new mtime comes with its size: the content's change
+            await kind.set_times(self.tree, node,
+                                 attr.st_mtime_ns if fields.update_mtime else None)
         if fields.update_size:
             await kind.truncate(self.tree, node, attr.st_size, self.handles.file(fh))
         return await self._entry(node)
 
     @handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
-        return self.attrs.statfs(len(self.inodes))
+        return self.attrs.statfs(len(self.inodes), self.ingest.pending_bytes(),
+                                 MAX_PENDING_BYTES)
 
     @handler
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -117,7 +119,7 @@ class KgOperations(NamespaceOperations):
                      ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         parent = self._node(parent_inode)
         node = await behaviour(parent).create(self.tree, parent, decode_name(name))
-        fh = self.handles.add(FileHandle(node))
+        fh = self.handles.add(FileHandle(node, opener=ctx.pid))
         return pyfuse3.FileInfo(fh=fh, direct_io=True), await self._remember(node)
 
     @handler
@@ -136,7 +138,7 @@ class KgOperations(NamespaceOperations):
     @handler
     async def flush(self, fh: int) -> None:
         handle = self.handles.file(fh)
-        if handle is not None and handle.session is not None:  # read-only opens: nothing
+        if handle is not None and not behaviour(handle.node).instant:  # results: nothing
             await behaviour(handle.node).flush(self.tree, handle)
 
     @handler

@@ -78,11 +78,17 @@ class NotDirectory(FsError):
 
 
 class NotEmpty(FsError):
-    """A query that still holds nested queries."""
+    """A directory that holds something: a query with nested queries (``rmdir``), any
+    query or directory a query would be renamed onto."""
 
 
 class BadHandle(FsError):
     """A file handle that is not open (or not open for this)."""
+
+
+class Empty(FsError):
+    """Nothing was written where the content is the point: an empty file in ``ingest/``
+    has nothing to ingest."""
 
 
 class NoAttribute(FsError):
@@ -108,6 +114,7 @@ ERRNOS: dict[type[BaseException], int] = {
     NotDirectory: errno.ENOTDIR,
     NotEmpty: errno.ENOTEMPTY,
     BadHandle: errno.EBADF,
+    Empty: errno.ENODATA,
     NoAttribute: errno.ENODATA,
     NotSupported: errno.EOPNOTSUPP,
     client.KgError: errno.EIO,

@@ -163,6 +163,14 @@ class InodeTable:
             node.kind, node.owner, node.name = new
             self._by_key[new] = node
 
+    def move_owner(self, old: str, new: str) -> None:
+        """A saved query was renamed (``mv``): every node of it (its directory, files
+        and links) answers to the new key, keeping its inode, as the kernel's dentries
+        moved with it. Nested queries move with their own keys."""
+        for node in [n for n in self._by_key.values()
+                     if n.kind.owner is Owner.QUERY and n.owner == old]:
+            self.move(node.key, (node.kind, new, node.name))
+
     def detach_owner(self, kind: Owner, owner: str) -> list[Node]:
         """Everything of a removed query or ontology (rare: a scan is fine here)."""
         doomed = [n for n in self._by_key.values()

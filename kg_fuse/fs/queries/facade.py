@@ -134,6 +134,27 @@ class QueryService:
         self._listings.drop_unused_details()
         log.info("removed query %r", query.key)
 
+    async def rename(self, old: QueryPath, new: QueryPath) -> list[tuple[str, str]]:
+        """``mv OLD NEW`` in one directory: the query keeps its settings, links and
+        nested queries; its text follows the new name (and a threshold typed in it, as
+        ``NEW@0.8``, replaces the old one). Returns (old key, new key) per query moved;
+        their listings are dropped (the texts they search changed), what editors keep
+        in their ``.meta`` moves with them."""
+        parsed = parse_query_dir_name(new[-1])  # InvalidName, as for mkdir
+        query = replace(self._registry.get(old), path=new, text=parsed.text)
+        if parsed.threshold is not None:
+            query = query.with_threshold(parsed.threshold)
+        moved = self._registry.rename(old, query)  # before any await
+        for key, new_key in moved:
+            held = self._states.find(key)
+            self._invalidation.forget(self._states.drop(key, Drop.REMOVED))
+            if held is not None:  # editors' scratch files and the files' mtimes go along
+                self._states.get(new_key).scratch.update(held.scratch)
+                self._states.get(new_key).meta_mtimes.update(held.meta_mtimes)
+        await self._registry.save()
+        log.info("renamed query %r to %r", "/".join(old), query.key)
+        return moved
+
     async def _update(self, query: SavedQuery, what: str) -> SavedQuery:
         """Store a changed query; its listing and its descendants' are refetched."""
         if self._registry.replace(query):

@@ -10,6 +10,7 @@ It knows nothing about listings, the server or the kernel.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 
 import trio
@@ -105,6 +106,25 @@ class QueryRegistry:
         self._children.pop(query.key, None)
         await self.save()
         return query
+
+    def rename(self, old: QueryPath, renamed: SavedQuery) -> list[tuple[str, str]]:
+        """Move the query at ``old``, with every query nested in it, to ``renamed.path``
+        (in memory, at once: the caller saves). Returns (old key, new key) per query
+        moved, the renamed one first."""
+        if renamed.key in self.state.queries:
+            raise QueryExists(renamed.key)
+        top = self.get(old)
+        moved = []
+        for key in self.subtree(top.key):
+            query = self.state.queries.pop(key)
+            path = renamed.path + query.path[len(old):]
+            self.state.queries[query_key(path)] = (
+                renamed if key == top.key else dataclasses.replace(query, path=path))
+            moved.append((key, query_key(path)))
+        self._children = {}
+        for key, query in self.state.queries.items():
+            self._index(query.path, key)
+        return moved
 
     def replace(self, query: SavedQuery) -> bool:
         """Changed settings of a saved query (the caller saves); False when unchanged."""

@@ -20,6 +20,7 @@ from kg_fuse.fs.kernel.nodes import Owner
 DIR_TIMEOUT = 1.0
 FILE_TIMEOUT = 0.0
 BLOCK_SIZE = 4096
+INODES_REPORTED = 2**32  # ``df -i``'s total: inode numbers are 63-bit, held ones few
 
 
 @dataclass
@@ -71,11 +72,17 @@ class Attributes:
     def touch(self, owner: tuple[Owner, str], mtime_ns: int) -> None:
         self._meta_mtimes[owner] = mtime_ns
 
-    def statfs(self, inode_count: int) -> pyfuse3.StatvfsData:
+    def statfs(self, inodes_used: int, bytes_used: int, bytes_total: int
+               ) -> pyfuse3.StatvfsData:
+        """``df``: the room for files written into ``ingest/`` (held in memory until
+        uploaded, ENOSPC past it) and how much of it is taken; inodes, which only the
+        kernel's holdings use, as a number far from running out. A size of 0 and no
+        free inodes read as a full disk to monitors."""
         data = pyfuse3.StatvfsData()
         data.f_bsize = data.f_frsize = BLOCK_SIZE
-        data.f_blocks = data.f_bfree = data.f_bavail = 0
-        data.f_files = inode_count
-        data.f_ffree = data.f_favail = 0
+        data.f_blocks = bytes_total // BLOCK_SIZE
+        data.f_bfree = data.f_bavail = max(0, bytes_total - bytes_used) // BLOCK_SIZE
+        data.f_files = max(INODES_REPORTED, 2 * inodes_used)
+        data.f_ffree = data.f_favail = data.f_files - inodes_used
         data.f_namemax = 255
         return data

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import logging
 
-from kg_fuse.fs.kernel.errnos import Exists, InvalidName, NoEntry, NotPermitted
+from kg_fuse.fs.kernel.errnos import (
+    Exists,
+    InvalidName,
+    NoEntry,
+    NotDirectory,
+    NotEmpty,
+    NotPermitted,
+)
 from kg_fuse.fs.kernel.names import META_DIR
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.queries.catalog import ontology_file_name
@@ -46,6 +53,28 @@ class QueryHolder(Directory):
         query = await tree.service.create((*self.query_base(parent), name))
         tree.touch(parent)
         return tree.inodes.ensure(NodeKind.QUERY_DIR, query.key)
+
+    async def rename(self, tree: Tree, parent: Node, old: str, new_parent: Node,
+                     new: str) -> None:
+        """``mv OLD NEW`` of a query in this directory renames it, settings and all.
+        Moving it elsewhere is refused (EPERM: EXDEV would have ``mv`` copy it, making a
+        new query and failing on its results), and so is a name that is taken: a
+        query or any directory here is never empty (ENOTEMPTY), a file or link is no
+        directory (ENOTDIR), a name the tree keeps for its own directories EEXIST."""
+        base = self.query_base(parent)
+        source = tree.service.find((*base, old))
+        if source is None:
+            raise NotPermitted(f"only queries can be renamed here, not {old!r}")
+        if new_parent is not parent:
+            raise NotPermitted("a query is renamed in its own directory; it cannot move")
+        taken = {e.name: e.kind for e in await self.children(tree, parent)}
+        if new in taken:
+            raise NotEmpty(new) if taken[new].is_dir else NotDirectory(new)
+        if new in self.reserved:  # as mkdir
+            raise Exists(new)
+        for old_key, new_key in await tree.service.rename(source.path, (*base, new)):
+            tree.inodes.move_owner(old_key, new_key)
+        tree.touch(parent)
 
 
 class Root(QueryHolder):
@@ -96,7 +125,8 @@ class OntologyDir(QueryHolder):
     async def rmdir(self, tree: Tree, node: Node) -> bool:
         if not tree.allow_ontology_delete:
             raise NotPermitted("deleting an ontology needs --allow-ontology-delete")
-        await tree.catalog.delete_ontology(node.owner)
+        await tree.catalog.delete_ontology(node.owner)  # waited for while the server works
+        tree.service.server.content_changed()  # its concepts leave every listing now
         return True
 
 
@@ -141,19 +171,22 @@ class IngestDir(Directory):
 
 
 class QueryDir(QueryHolder):
-    """A saved query: ``.meta/``, nested queries, links, then one file per result."""
+    """A saved query: one file per result, nested queries, links and ``.meta/``."""
 
     reserved = frozenset()  # '.meta' is taken by the listing itself
 
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
+        """The results first, best first (what ``ls -U | head`` is for), then nested
+        queries, links, and ``.meta`` last. A result never takes the name of another
+        entry."""
         query = tree.query(node)
-        entries = [Entry(META_DIR, NodeKind.META_DIR, query.key),
-                   *tree.queries(query.path),
-                   *(Entry(k.name, NodeKind.LINK, query.key, k.name) for k in query.links)]
-        taken = {e.name for e in entries}
+        others = [*tree.queries(query.path),
+                  *(Entry(k.name, NodeKind.LINK, query.key, k.name) for k in query.links),
+                  Entry(META_DIR, NodeKind.META_DIR, query.key)]
+        taken = {e.name for e in others}
         result_set = await tree.service.results(query)
-        return entries + [Entry(f.name, NodeKind.RESULT_FILE, query.key, f.concept_id)
-                          for f in result_set.files.values() if f.name not in taken]
+        return [Entry(f.name, NodeKind.RESULT_FILE, query.key, f.concept_id)
+                for f in result_set.files.values() if f.name not in taken] + others
 
     async def child(self, tree: Tree, node: Node, name: str) -> Node:
         query = tree.query(node)
@@ -186,6 +219,16 @@ class QueryDir(QueryHolder):
             name, target, tree.catalog.server_name(ontology)))
         tree.touch(parent)
         return tree.inodes.ensure(NodeKind.LINK, parent.owner, name)
+
+
+def _discard_scratch(tree: Tree, meta: Node, name: str) -> None:
+    """A replacement of a control by the scratch file ``name`` was refused: the scratch
+    file goes too, so a refused ``sed -i`` or ``os.replace`` leaves nothing behind (the
+    value stays as it was; a later ``rm`` of the scratch file finds nothing)."""
+    tree.scratch.pop(meta.owner, name)
+    tree.inodes.detach(NodeKind.SCRATCH_FILE, meta.owner, name)
+    tree.kernel.forget_name(meta.inode, name)
+    tree.kernel.flush_soon()
 
 
 class MetaDir(Directory):
@@ -227,9 +270,13 @@ class MetaDir(Directory):
             raise NoEntry(old)
         control = CONTROLS.get(new)
         if control is not None:
-            if control.parse is None:
-                raise NotPermitted(f"{new} is read-only")
-            await commit(tree, control, parent, control.parse(bytes(content)))
+            try:
+                if control.parse is None:
+                    raise NotPermitted(f"{new} is read-only")
+                await commit(tree, control, parent, control.parse(bytes(content)))
+            except Exception:
+                _discard_scratch(tree, parent, old)
+                raise
             tree.scratch.pop(parent.owner, old)
             new_key = (control.kind, parent.owner, "")
         else:

@@ -165,17 +165,29 @@ class ScratchFile(Behaviour):
             raise NoEntry(node.name)
         return bytes(data)
 
+    async def mtime_ns(self, tree: Tree, node: Node) -> int:
+        """Its last write or the time set on it, while the kernel holds it (else its
+        directory's)."""
+        return node.last_mtime_ns or tree.mtime_ns(node)
+
+    async def set_times(self, tree: Tree, node: Node, mtime_ns: int | None) -> None:
+        if mtime_ns is not None:
+            node.last_mtime_ns = mtime_ns
+
     async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
         if flags & os.O_TRUNC:
             tree.scratch.resize(handle.node.owner, handle.node.name, 0)
+            handle.node.last_mtime_ns = time.time_ns()
         await super().open(tree, handle, flags)
 
     async def truncate(self, tree: Tree, node: Node, size: int,
                        handle: FileHandle | None) -> None:
         tree.scratch.resize(node.owner, node.name, size)
+        node.last_mtime_ns = time.time_ns()
 
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         tree.scratch.write(handle.node.owner, handle.node.name, offset, data)
+        handle.node.last_mtime_ns = time.time_ns()
         return len(data)
 
     async def unlink(self, tree: Tree, node: Node) -> bool:
@@ -201,6 +213,11 @@ class IngestFile(Behaviour):
     async def mtime_ns(self, tree: Tree, node: Node) -> int:
         return _pending(tree, node).mtime_ns
 
+    async def set_times(self, tree: Tree, node: Node, mtime_ns: int | None) -> None:
+        pending = _pending(tree, node)
+        if mtime_ns is not None:  # ``cp -p``: what ``ls -l`` shows until the upload
+            pending.mtime_ns = mtime_ns
+
     async def open(self, tree: Tree, handle: FileHandle, flags: int) -> None:
         pending = _pending(tree, handle.node)
         tree.ingest.opened(pending)
@@ -214,6 +231,29 @@ class IngestFile(Behaviour):
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         tree.ingest.write(_pending(tree, handle.node), offset, data)
         return len(data)
+
+    async def flush(self, tree: Tree, handle: FileHandle) -> None:
+        """A descriptor closed: a file still empty when its opener closed it, and open
+        nowhere else, is refused with ENODATA and goes (``touch`` in ``ingest/`` says
+        so). A child that inherited the descriptor and exits before anything is
+        written (``cmd > ingest/f``) changes nothing."""
+        node = handle.node
+        pending = tree.ingest.get(node.owner, node.name)
+        if pending is None or not tree.ingest.empty_at_close(pending, node.name):
+            return
+        if await still_held_by(handle.opener, node.inode):
+            return
+        if tree.ingest.get(node.owner, node.name) is not pending \
+                or not tree.ingest.empty_at_close(pending, node.name):
+            return  # written or removed while /proc was read
+        refused = tree.ingest.refuse_empty(node.owner, node.name)
+        tree.inodes.detach(node.kind, node.owner, node.name)
+        directory = tree.inodes.find(NodeKind.INGEST_DIR, node.owner)
+        if directory is not None:
+            tree.touch(directory)
+            tree.kernel.forget_name(directory.inode, node.name)
+            tree.kernel.flush_soon()
+        raise refused
 
     async def release(self, tree: Tree, handle: FileHandle) -> None:
         node = handle.node

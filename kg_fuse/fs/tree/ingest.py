@@ -29,7 +29,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.errors import RETRIED
-from kg_fuse.fs.kernel.errnos import Busy, Invalid, NoEntry, NoSpace, TooLarge
+from kg_fuse.fs.kernel.errnos import Busy, Empty, Invalid, NoEntry, NoSpace, TooLarge
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.limits import MAX_INGEST_BYTES
@@ -172,7 +172,24 @@ class IngestBox:
         pending.open_handles += 1
         pending.upload_at = None
 
+    @staticmethod
+    def empty_at_close(pending: PendingFile, name: str) -> bool:
+        """Whether closing the last open of ``pending`` would leave an empty file to
+        upload: refused instead (``touch``, ``cp`` of an empty file), as the server
+        would refuse it."""
+        return (not pending.data and pending.failed is None and pending.open_handles <= 1
+                and not is_temporary(name))
+
+    def refuse_empty(self, ontology: str, name: str) -> Empty:
+        """An empty file closed: it goes, never uploaded; the error says why."""
+        self.files.pop((ontology, name), None)
+        log.info("%r in %r is empty: not uploaded", name, ontology)
+        return Empty(f"{name!r} is empty: nothing to ingest, not uploaded")
+
     def closed(self, ontology: str, name: str, pending: PendingFile) -> None:
+        if self.empty_at_close(pending, name):  # its opener could not be asked at flush
+            self.refuse_empty(ontology, name)
+            return
         pending.open_handles = max(0, pending.open_handles - 1)
         if pending.failed is not None:
             log.warning("not uploading %r into %r: %s", name, ontology, pending.failed)
@@ -199,9 +216,12 @@ class IngestBox:
         del self.jobs[(ontology, job.file_name)]
 
     def move(self, src: Key, dst: Key) -> None:
-        pending = self.files.pop(src, None)
+        pending = self.files.get(src)
         if pending is None:
             raise NoEntry(src[1])
+        if not pending.open_handles and self.empty_at_close(pending, dst[1]):
+            raise Empty(f"{src[1]!r} is empty: nothing to ingest as {dst[1]!r}")
+        del self.files[src]
         self.files[dst] = pending
         job = self.jobs.get(src)
         if job is not None and job.job_id is None:  # its failure travels with it
@@ -225,6 +245,9 @@ class IngestBox:
                 if pending.failed is None and pending.upload_at is not None \
                         and pending.upload_at <= now:
                     pending.upload_at = None
+                    if not pending.data:  # emptied since its close (``truncate -s 0``)
+                        self.refuse_empty(*key)
+                        continue
                     await self._upload(key, pending)
             for job in self._running():
                 if self._job_polls.waiting or not await self._follow(job):

@@ -3,7 +3,7 @@
 ```
 /                          saved global queries + ontology/
 ├── ontology/<Ontology>/   documents/  ingest/  <scoped query>/
-└── <query>/               .meta/  <Label>.concept.md  <nested query>/  <link>
+└── <query>/               <Label>.concept.md (best first)  <nested query>/  <link>  .meta/
 ```
 
 Nodes are identified by (kind, owner, name): the owner is the saved query or the
@@ -217,6 +217,12 @@ class Behaviour:
     async def truncate(self, tree: Tree, node: Node, size: int,
                        handle: FileHandle | None) -> None:
         raise ReadOnly(f"{node.kind.value} is read-only")
+
+    async def set_times(self, tree: Tree, node: Node, mtime_ns: int | None) -> None:
+        """``touch``, ``cp -p``: keep ``mtime_ns`` (None: the access time alone, which is
+        not kept). Refused where the mtime says when the content changed, as it does for
+        every directory and generated file: ``touch`` would exit 0 and change nothing."""
+        raise NotPermitted(f"{node.kind.value}: its time is when its content changed")
 
     async def write(self, tree: Tree, handle: FileHandle, offset: int, data: bytes) -> int:
         raise BadHandle(f"{handle.node.kind.value} is not open for writing")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import shlex
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING
 from kg_fuse import paths, private
 from kg_fuse.console import Command, add_commands, forwarded_options, option
 from kg_fuse.exits import CommandError, UsageError
+from kg_fuse.fs.kernel import mounts
+from kg_fuse.fs.kernel.mounts import MountEntry
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.saved import StoreCorrupt
@@ -235,18 +238,16 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True)
-    from kg_fuse.fs.mount import wait_for_mount_change  # while the child starts
-
     deadline = time.monotonic() + READY_TIMEOUT
     # a wait on events: the mount table changing, or the child exiting
-    with open("/proc/self/mountinfo", "rb") as table, _pidfd(child.pid) as pidfd:
+    with open(mounts.MOUNTINFO, "rb") as table, _pidfd(child.pid) as pidfd:
         while time.monotonic() < deadline:
             if os.path.ismount(mountpoint):
                 print(f"kg-fuse: mounted {mountpoint} (pid {child.pid}, log {log_file})")
                 return 0
             if child.poll() is not None:
                 break
-            wait_for_mount_change(table, deadline - time.monotonic(), pidfd)
+            mounts.wait_for_mount_change(table, deadline - time.monotonic(), pidfd)
         else:
             child.terminate()
     with open(log_file, encoding="utf-8", errors="replace") as f:
@@ -278,25 +279,34 @@ def _forwarded(args: argparse.Namespace, exclude: set[str]) -> list[str]:
     return argv
 
 
-def _mount_state(mountpoint: Path) -> str:
-    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted[ (why)]'."""
+def _mount_state(mountpoint: Path, refusal: str) -> tuple[str, MountEntry | None]:
+    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted[ (why)]', and
+    the kg-fuse mount there. Only kg-fuse's mounts count: whatever else is mounted at
+    ``mountpoint`` (told by the mount table's type, not by its path) is refused, with
+    ``refusal`` as the hint."""
+    entry = mounts.mounted_at(mountpoint)
+    if entry is not None and not entry.is_kg_fuse:
+        raise CommandError(f"{mountpoint} is not a kg-fuse mount: a {entry.fstype} "
+                           f"filesystem is mounted there", hint=refusal)
     try:
         os.statvfs(mountpoint)  # always reaches the filesystem process (no kernel cache)
     except OSError as exc:
-        if exc.errno == 107:  # ENOTCONN: the filesystem process died
-            return "dead"
-        return f"not mounted ({(exc.strerror or str(exc)).lower()})"  # e.g. no such path
-    return "mounted" if os.path.ismount(mountpoint) else "not mounted"
+        if exc.errno == errno.ENOTCONN and entry is not None:  # its process died
+            return "dead", entry
+        if entry is None:
+            return f"not mounted ({(exc.strerror or str(exc)).lower()})", None
+    return ("mounted", entry) if entry is not None else ("not mounted", None)
 
 
 def cmd_unmount(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
-    state = _mount_state(mountpoint)
-    if state.startswith("not mounted"):
+    state, entry = _mount_state(mountpoint, "nothing was unmounted: kg-fuse unmounts only "
+                                            "what kg-fuse mounted")
+    if entry is None:
         print(f"kg-fuse: {mountpoint} is {state}", file=sys.stderr)
         return 1
     flags = ["-u", "-z"] if state == "dead" else ["-u"]
-    result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False,
+    result = subprocess.run(["fusermount3", *flags, entry.mountpoint], check=False,
                             capture_output=True, text=True)
     if result.returncode != 0:
         said = " ".join(result.stderr.split()).removeprefix("fusermount3: ")
@@ -313,7 +323,7 @@ def cmd_unmount(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
-    state = _mount_state(mountpoint)
+    state, _ = _mount_state(mountpoint, "kg-fuse status reports only kg-fuse's mounts")
     if state == "dead":
         print(f"{mountpoint}: dead mount (its process ended); run: kg-fuse unmount {mountpoint}")
         return 1

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
-from kg_fuse.console import Command, add_commands, forwarded_options, option
+from kg_fuse.console import (
+    Command,
+    absolute_paths,
+    add_commands,
+    forwarded_options,
+    leave_working_directory,
+    option,
+)
 from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.fs.kernel import mounts
 from kg_fuse.fs.kernel.mounts import MountEntry
@@ -45,7 +52,8 @@ def _commands() -> list[Command]:
                 option("--api-url", help="the API address (default: $KG_API_URL, else the "
                        "embedded server's)"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
-                option("--client-secret-file", help="file holding the OAuth client secret"),
+                option("--client-secret-file", type=Path,
+                       help="file holding the OAuth client secret"),
                 option("--admin", action="store_true",
                        help="use the embedded server's admin client instead of the ordinary "
                             "one"),
@@ -125,7 +133,8 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    mountpoint = args.mountpoint.resolve()
+    absolute_paths(args)  # the mount runs in /
+    mountpoint = args.mountpoint
     if not mountpoint.is_dir():
         what = "does not exist" if not mountpoint.exists() else "is not a directory"
         raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
@@ -139,7 +148,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from kg_fuse.client.errors import KgError
 
     try:
-        connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file,
+        secret_file = str(args.client_secret_file) if args.client_secret_file else None
+        connection = resolve_connection(args.api_url, args.client_id, secret_file,
                                         role="admin" if args.admin else "user")
     except (KgError, OSError) as exc:
         raise UsageError(str(exc), hint="kg-fuse server start, or pass --api-url") from None
@@ -149,6 +159,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
     from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
     from kg_fuse.fs.queries.saved import StoreCorrupt
+
+    leave_working_directory()  # a mount started inside another would keep it busy
 
     fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
     fixed += private.private_files([args.log_file] if args.log_file else [])
@@ -237,7 +249,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
             *_forwarded(args, exclude={"foreground", "log_file", "start_empty", "restore_store"})]
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+                             stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
     deadline = time.monotonic() + READY_TIMEOUT
     # a wait on events: the mount table changing, or the child exiting
     with open(mounts.MOUNTINFO, "rb") as table, _pidfd(child.pid) as pidfd:

@@ -136,8 +136,9 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
             "--log-file", str(log_file)]
     # also what it says before it logs; private from the first line on
     with open(private.open_private(log_file), "ab") as log_stream:
+        # in /, so it holds no directory busy (its paths are absolute)
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
-                                 stderr=log_stream, start_new_session=True)
+                                 stderr=log_stream, start_new_session=True, cwd="/")
     print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
     from kg_fuse.retry import SERVER_RETRY  # light: the parser does not need it
 

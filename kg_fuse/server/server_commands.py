@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
-from kg_fuse.console import Command, Option, add_commands, forwarded_options, option
+from kg_fuse.console import (
+    Command,
+    Option,
+    absolute_paths,
+    add_commands,
+    forwarded_options,
+    leave_working_directory,
+    option,
+)
 from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.memory import few_malloc_arenas
 from kg_fuse.server import lifecycle
@@ -172,13 +180,13 @@ def server_start_command(args: argparse.Namespace) -> int:
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
+    absolute_paths(args)  # the server runs in /
     _check_inputs(args)
-    log_file = args.log_file.resolve() if args.log_file is not None else None
-    return lifecycle.start(_serve_argv(args), args.data_dir, args.wait, log_file)
+    return lifecycle.start(_serve_argv(args), args.data_dir, args.wait, args.log_file)
 
 
 def _serve_argv(args: argparse.Namespace) -> list[str]:
-    """``server start``'s arguments as ``serve``'s command line (paths made absolute)."""
+    """``server start``'s arguments as ``serve``'s command line (its paths absolute)."""
     argv: list[str] = []
     for action in _SERVE_OPTIONS:
         value = getattr(args, action.dest)
@@ -189,11 +197,11 @@ def _serve_argv(args: argparse.Namespace) -> list[str]:
             argv.append(flag)
         elif isinstance(action, argparse._AppendAction):  # --ingest, repeatable
             for item in value:
-                argv += [flag, str(item.resolve() if isinstance(item, Path) else item)]
+                argv += [flag, str(item)]
         elif isinstance(value, list):  # --modules
             argv += [flag, ",".join(value)]
         else:
-            argv += [flag, str(value.resolve() if isinstance(value, Path) else value)]
+            argv += [flag, str(value)]
     return argv
 
 
@@ -278,6 +286,8 @@ def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Open or build the store, calibrate if needed, then serve until interrupted."""
+    absolute_paths(args)
+    leave_working_directory()  # a server started inside a mount would keep it busy
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")

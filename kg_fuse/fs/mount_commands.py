@@ -51,6 +51,10 @@ def _commands() -> list[Command]:
                 option("mountpoint", type=Path, help="an existing, empty directory"),
                 option("--api-url", help="the API address (default: $KG_API_URL, else the "
                        "embedded server's)"),
+                option("--data-dir", type=Path, metavar="DIR",
+                       help="mount the embedded server started with this --data-dir, with "
+                            "the credentials it wrote there (default: the server on "
+                            f"{paths.data_dir()}); saved queries stay where they are"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
                 option("--client-secret-file", type=Path,
                        help="file holding the OAuth client secret"),
@@ -101,6 +105,9 @@ def _commands() -> list[Command]:
                 option("mountpoint", type=Path, help="where kg-fuse is mounted"),
                 option("--stop-server", action="store_true",
                        help="also stop the embedded server started on this machine"),
+                option("--data-dir", type=Path, metavar="DIR",
+                       help="with --stop-server: stop the server started with this "
+                            f"--data-dir (default: the one on {paths.data_dir()})"),
             ]),
         Command(
             "status", help="say whether MOUNTPOINT is mounted and alive",
@@ -150,9 +157,12 @@ def cmd_mount(args: argparse.Namespace) -> int:
     try:
         secret_file = str(args.client_secret_file) if args.client_secret_file else None
         connection = resolve_connection(args.api_url, args.client_id, secret_file,
-                                        role="admin" if args.admin else "user")
+                                        role="admin" if args.admin else "user",
+                                        data_dir=str(args.data_dir) if args.data_dir else None)
     except (KgError, OSError) as exc:
-        raise UsageError(str(exc), hint="kg-fuse server start, or pass --api-url") from None
+        raise UsageError(str(exc), hint=f"kg-fuse server start"
+                                        f"{paths.data_dir_args(args.data_dir)}, or pass "
+                                        "--api-url") from None
     if not args.foreground:
         _settle_store(args, mountpoint)
         return _mount_in_background(args, mountpoint)
@@ -329,7 +339,7 @@ def cmd_unmount(args: argparse.Namespace) -> int:
     if args.stop_server:
         from kg_fuse.server import lifecycle
 
-        return lifecycle.stop(None)
+        return lifecycle.stop(args.data_dir)
     return result.returncode
 
 

@@ -293,7 +293,7 @@ def serve_command(args: argparse.Namespace) -> int:
                          hint="add --allow-remote if the API should leave this machine")
     _check_inputs(args)
     pid_file = paths.server_pid_path(args.data_dir)
-    lifecycle.refuse_second(pid_file)
+    lifecycle.refuse_second(args.data_dir)
     try:
         sock = _bind(args.host, args.port)
     except OSError as exc:
@@ -321,7 +321,8 @@ def serve_command(args: argparse.Namespace) -> int:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
             graph.embedder.load()
             _prepare(graph, args)
-            ensure_credentials(graph.store, paths.server_credentials_path(), api_url)
+            ensure_credentials(graph.store, paths.server_credentials_path(args.data_dir),
+                               api_url)
             app = create_app(graph, token_ttl(args.token_ttl))
             log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
                      api_url, graph.default_threshold())
@@ -341,9 +342,11 @@ def credentials_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.api.auth import rotate_credentials
     from kg_fuse.server.storage.store import Store
 
-    db, path = paths.server_db_path(args.data_dir), paths.server_credentials_path()
+    db = paths.server_db_path(args.data_dir)
+    path = paths.server_credentials_path(args.data_dir)
+    start = f"kg-fuse server start{paths.data_dir_args(args.data_dir)}"
     if not db.exists():
-        raise CommandError(f"no store at {db}", hint="kg-fuse server start")
+        raise CommandError(f"no store at {db}", hint=start)
     try:
         held = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -352,8 +355,7 @@ def credentials_command(args: argparse.Namespace) -> int:
         clients = held if isinstance(held, dict) else {}
         ids = [(clients.get(role) or {}).get("client_id") for role in ("admin", "user")]
         if not all(ids):
-            raise CommandError(f"no credentials in {path}",
-                               hint="kg-fuse server start writes them")
+            raise CommandError(f"no credentials in {path}", hint=f"{start} writes them")
         print(f"{path}: admin client {ids[0]}, user client {ids[1]} for "
               f"{clients.get('api_url')}")
         return 0

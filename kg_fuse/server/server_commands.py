@@ -76,8 +76,9 @@ def _corpus_options() -> list[Option]:
     ]
 
 
-def _serve_options(log_default: str) -> list[Option]:
-    """``serve``'s options: ``server start`` takes the same and passes them on."""
+def serve_options(log_default: str) -> list[Option]:
+    """``serve``'s options: ``server start`` and ``systemd install`` take the same and
+    pass them on."""
     return [
         *_corpus_options(),
         option("--host", default=paths.DEFAULT_HOST,
@@ -102,7 +103,7 @@ def _server_actions() -> list[Command]:
                 description="Start 'kg-fuse serve' in the background with these options "
                             "(all of serve's, and --wait); return once it answers.",
                 handler=server_start_command, options=[
-                    *_serve_options(log_default="DIR/server/server.log"),
+                    *serve_options(log_default="DIR/server/server.log"),
                     option("--wait", type=float, default=900.0,
                            help="seconds to wait for the server to answer (a first start "
                                 "builds the corpus)"),
@@ -141,7 +142,7 @@ def _commands() -> list[Command]:
                 calibrate the default threshold once, then serve the platform's HTTP API. It
                 writes a pid file next to its store, so 'kg-fuse server stop' stops it wherever
                 it was started. For the background, use 'kg-fuse server start'.""",
-                handler=serve_command, options=_serve_options(log_default="stderr")),
+                handler=serve_command, options=serve_options(log_default="stderr")),
         Command("server",
                 help="start, stop or check the embedded server; rotate its credentials",
                 description="""The embedded server in the background. 'start' runs 'kg-fuse serve'
@@ -177,16 +178,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def server_start_command(args: argparse.Namespace) -> int:
+    argv = serve_argv(args)  # checked; the paths in args made absolute too
+    return lifecycle.start(argv, args.data_dir, args.wait, args.log_file)
+
+
+def serve_argv(args: argparse.Namespace) -> list[str]:
+    """``serve``'s command line for the serve options in ``args`` (``server start``'s or
+    ``systemd install``'s), checked, every path made absolute (it runs in ``/``), without
+    ``--log-file``."""
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
-    absolute_paths(args)  # the server runs in /
+    absolute_paths(args)
     _check_inputs(args)
-    return lifecycle.start(_serve_argv(args), args.data_dir, args.wait, args.log_file)
-
-
-def _serve_argv(args: argparse.Namespace) -> list[str]:
-    """``server start``'s arguments as ``serve``'s command line (its paths absolute)."""
     argv: list[str] = []
     for action in _SERVE_OPTIONS:
         value = getattr(args, action.dest)
@@ -203,6 +207,11 @@ def _serve_argv(args: argparse.Namespace) -> list[str]:
         else:
             argv += [flag, str(value)]
     return argv
+
+
+def local_api_url(host: str, port: int) -> str:
+    """The address a server listening on ``host`` and ``port`` answers at."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _is_loopback(host: str) -> bool:
@@ -310,8 +319,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 
     port = sock.getsockname()[1]
-    url_host = f"[{args.host}]" if ":" in args.host else args.host
-    api_url = f"http://{url_host}:{port}"
+    api_url = local_api_url(args.host, port)
     # uvicorn re-raises SIGTERM after its clean shutdown; as SystemExit, the pid file and
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))

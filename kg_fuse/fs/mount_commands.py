@@ -97,10 +97,11 @@ def _commands() -> list[Command]:
             ]),
         Command(
             "unmount", help="unmount, also a mount whose process died",
-            description="""Unmount MOUNTPOINT (also one whose process died: 'transport endpoint is
-            not connected'). The embedded server keeps running, since other mounts may use it:
-            add --stop-server, or run 'kg-fuse server stop'. A shell inside the mount keeps it
-            busy: cd out first.""",
+            description="""Unmount MOUNTPOINT, a kg-fuse mount (also one whose process died:
+            'transport endpoint is not connected'); any other filesystem mounted there is
+            refused and left as it is. The embedded server keeps running, since other mounts
+            may use it: add --stop-server, or run 'kg-fuse server stop'. A shell inside the
+            mount keeps it busy: cd out first.""",
             handler=cmd_unmount, options=[
                 option("mountpoint", type=Path, help="where kg-fuse is mounted"),
                 option("--stop-server", action="store_true",
@@ -112,7 +113,8 @@ def _commands() -> list[Command]:
         Command(
             "status", help="say whether MOUNTPOINT is mounted and alive",
             description="""Print whether MOUNTPOINT is mounted, not mounted, or dead (its process
-            ended); exit 0 only when mounted. For the server: 'kg-fuse server status'.""",
+            ended); exit 0 only when mounted. Only kg-fuse's mounts count: another filesystem
+            there is refused (exit 1). For the server: 'kg-fuse server status'.""",
             handler=cmd_status,
             options=[option("mountpoint", type=Path, help="the directory to check")]),
     ]

@@ -58,7 +58,8 @@ def _port(value: str) -> int:
 def _store_options() -> list[Option]:
     return [option("--data-dir", type=Path, default=None, metavar="DIR",
                    help="kg-fuse's data directory: the store, its pid file and log are in "
-                        f"DIR/server/ (default: {paths.data_dir()})")]
+                        "DIR/server/, and so is its credentials file unless DIR is the "
+                        f"default (default: {paths.data_dir()})")]
 
 
 def _corpus_options() -> list[Option]:

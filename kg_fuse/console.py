@@ -16,6 +16,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 from kg_fuse import exits, version
@@ -125,6 +126,22 @@ def add_commands(subparsers: argparse._SubParsersAction, commands: Sequence[Comm
 def forwarded_options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     """A parser's options (not ``--help``), for a command that passes them on."""
     return [a for a in parser._actions if a.option_strings and a.dest != "help"]
+
+
+def absolute_paths(args: argparse.Namespace) -> None:
+    """Make every path argument of ``args`` absolute (symlinks and ``..`` resolved), in
+    place, so a daemon can leave its caller's working directory and still find them."""
+    for name, value in vars(args).items():
+        if isinstance(value, Path):
+            setattr(args, name, value.resolve())
+        elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+            setattr(args, name, [v.resolve() for v in value])
+
+
+def leave_working_directory() -> None:
+    """Run in ``/``: a daemon whose working directory is inside a mount keeps that mount
+    busy, and the caller's ``kg-fuse unmount`` fails. Call after :func:`absolute_paths`."""
+    os.chdir("/")
 
 
 def _server_missing(exc: ModuleNotFoundError) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 from pathlib import Path
 
 import platformdirs
@@ -54,10 +55,10 @@ def server_private_dirs(base: Path | None = None) -> list[Path]:
 
 
 def server_private_files(base: Path | None = None) -> list[Path]:
-    """The server's files, kept 0600: the store (with its WAL and shared memory), its log
-    and pid file."""
+    """The server's files, kept 0600: the store (with its WAL and shared memory), its log,
+    pid file and credentials."""
     return [*sqlite_files(server_db_path(base)), server_log_path(base),
-            server_pid_path(base)]
+            server_pid_path(base), server_credentials_path(base)]
 
 
 def sqlite_files(db: Path) -> list[Path]:
@@ -65,9 +66,27 @@ def sqlite_files(db: Path) -> list[Path]:
     return [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
 
 
-def server_credentials_path() -> Path:
-    """The 0600 file where the embedded server writes its clients' credentials."""
-    return config_dir() / "server-credentials.json"
+def is_default_data_dir(base: Path | None) -> bool:
+    """Whether ``base`` (a ``--data-dir``, or None) is the default data directory."""
+    return base is None or os.path.realpath(base) == os.path.realpath(data_dir())
+
+
+def server_credentials_path(base: Path | None = None) -> Path:
+    """The 0600 file where the embedded server on ``base`` writes its clients'
+    credentials: one per data directory, so two servers never take each other's. The
+    default data directory's stays in the config folder, where existing installs and the
+    platform's own client find it."""
+    if is_default_data_dir(base):
+        return config_dir() / "server-credentials.json"
+    return server_dir(base) / "server-credentials.json"
+
+
+def data_dir_args(base: Path | None) -> str:
+    """`` --data-dir DIR`` (absolute, quoted for a shell) for a command to name the
+    server on ``base``; nothing for the default data directory."""
+    if base is None or is_default_data_dir(base):
+        return ""
+    return f" --data-dir {shlex.quote(os.path.abspath(base))}"
 
 
 def platform_cli_config_path() -> Path:

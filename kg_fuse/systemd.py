@@ -3,6 +3,12 @@
 One unit for the embedded server and one per mountpoint (not a single "first mount"),
 written to the user's systemd directory and enabled the way ``systemctl --user enable``
 does it (a link in ``default.target.wants``), so it works before any user manager runs.
+
+A unit runs without the user's shell, so it carries what the user ran with: the serve
+options given to ``install`` (port, data directory, corpus, ...), every path absolute,
+and the environment kg-fuse reads (the XDG folders, the model's cache among them, and
+every ``KG_*`` variable). The client secret is never written into a unit: it goes to a
+private file the mount units name with ``--client-secret-file``.
 """
 
 from __future__ import annotations
@@ -12,17 +18,22 @@ import os
 import shlex
 import string
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import platformdirs
 
-from kg_fuse.console import Command, add_commands, option
+from kg_fuse import paths, private
+from kg_fuse.console import Command, absolute_paths, add_commands, option
 from kg_fuse.exits import UsageError
+from kg_fuse.server import server_commands
 
 SERVER_UNIT = "kg-fuse-server.service"
 MOUNT_PREFIX = "kg-fuse-mount-"
 WANTS = "default.target.wants"
-CARRIED_ENV = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "KG_API_URL")
+#: Carried into the units when set, with every ``KG_*`` variable but the client's pair.
+CARRIED_XDG = ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+CLIENT_ENV = ("KG_CLIENT_ID", "KG_CLIENT_SECRET")
 _PLAIN = set(string.ascii_letters + string.digits + ":_.")
 
 
@@ -61,20 +72,41 @@ def _command(*args: str) -> str:
     return " ".join(_quote(a) for a in (sys.executable, "-m", "kg_fuse.cli", *args))
 
 
-def _environment() -> list[str]:
-    return [f"Environment={_quote(f'{k}={os.environ[k]}')}"
-            for k in CARRIED_ENV if os.environ.get(k)]
+def carried_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What the units carry of ``environ``: where kg-fuse's folders are (the model is
+    cached under ``XDG_CACHE_HOME``) and every ``KG_*`` setting (``KG_WORDNET_DIR``,
+    ``KG_API_URL``, ...), but the client's id and secret (see :func:`client_options`)."""
+    return {name: value for name, value in sorted(environ.items()) if value and (
+        name in CARRIED_XDG or (name.startswith("KG_") and name not in CLIENT_ENV))}
 
 
-def server_unit() -> str:
+def client_options(environ: Mapping[str, str], secret_file: Path) -> list[str]:
+    """``KG_CLIENT_ID`` and ``KG_CLIENT_SECRET`` as the mount's ``--client-id`` and
+    ``--client-secret-file`` (the secret written to ``secret_file``, 0600): a unit file
+    is no place for a secret. Nothing when they are not both set."""
+    client_id, secret = (environ.get(name) for name in CLIENT_ENV)
+    if not (client_id and secret):
+        return []
+    private.create_dir(secret_file.parent)
+    with open(private.open_private(secret_file, append=False), "w", encoding="utf-8") as f:
+        f.write(secret + "\n")
+    return ["--client-id", client_id, "--client-secret-file", str(secret_file)]
+
+
+def _environment(environ: Mapping[str, str]) -> list[str]:
+    return [f"Environment={_quote(f'{name}={value}')}"
+            for name, value in carried_environment(environ).items()]
+
+
+def server_unit(serve_argv: list[str], environ: Mapping[str, str]) -> str:
     return "\n".join([
         "[Unit]",
         "Description=kg-fuse embedded knowledge-graph server",
         "",
         "[Service]",
         "Type=simple",
-        *_environment(),
-        f"ExecStart={_command('serve')}",
+        *_environment(environ),
+        f"ExecStart={_command('serve', *serve_argv)}",
         "Restart=on-failure",
         "RestartSec=5",
         "TimeoutStartSec=infinity",
@@ -85,7 +117,8 @@ def server_unit() -> str:
     ])
 
 
-def mount_unit(mountpoint: Path, extra: list[str], with_server: bool) -> str:
+def mount_unit(mountpoint: Path, extra: list[str], with_server: bool,
+               environ: Mapping[str, str]) -> str:
     after = [f"Wants={SERVER_UNIT}", f"After={SERVER_UNIT}"] if with_server else []
     return "\n".join([
         "[Unit]",
@@ -94,7 +127,7 @@ def mount_unit(mountpoint: Path, extra: list[str], with_server: bool) -> str:
         "",
         "[Service]",
         "Type=simple",
-        *_environment(),
+        *_environment(environ),
         # a mount whose process died leaves "transport endpoint is not connected": clear it
         f"ExecStartPre=-{_command('unmount', str(mountpoint))}",
         f"ExecStart={_command('mount', '--foreground', *extra, str(mountpoint))}",
@@ -107,15 +140,17 @@ def mount_unit(mountpoint: Path, extra: list[str], with_server: bool) -> str:
     ])
 
 
-def install(mountpoints: list[Path], with_server: bool, mount_args: list[str],
-            directory: Path, enable: bool) -> list[Path]:
-    """Write (and enable) the units; returns the unit files written."""
+def install(mountpoints: list[Path], serve_argv: list[str] | None, mount_args: list[str],
+            directory: Path, enable: bool, environ: Mapping[str, str]) -> list[Path]:
+    """Write (and enable) the units: the server's when ``serve_argv`` is given, one per
+    mountpoint; returns the unit files written."""
     directory.mkdir(parents=True, exist_ok=True)
     units: dict[str, str] = {}
-    if with_server:
-        units[SERVER_UNIT] = server_unit()
+    if serve_argv is not None:
+        units[SERVER_UNIT] = server_unit(serve_argv, environ)
     for mountpoint in mountpoints:
-        units[mount_unit_name(mountpoint)] = mount_unit(mountpoint, mount_args, with_server)
+        units[mount_unit_name(mountpoint)] = mount_unit(mountpoint, mount_args,
+                                                        serve_argv is not None, environ)
     written = []
     for name, text in units.items():
         path = directory / name
@@ -149,8 +184,11 @@ def _commands() -> list[Command]:
         default.target. Then run the printed systemctl command once.""",
         actions=[
             Command("install", help="write and enable the units",
-                    description="Write and enable kg-fuse-server.service and one "
-                                "kg-fuse-mount-PATH.service per --mount.",
+                    description="""Write and enable kg-fuse-server.service and one
+                    kg-fuse-mount-PATH.service per --mount. The server unit runs 'kg-fuse
+                    serve' with the serve options given here, and every unit carries the XDG
+                    folders and KG_* variables set now; relative paths are made absolute
+                    (symlinks resolved, as 'kg-fuse mount' does).""",
                     handler=install_command, options=[
                         option("--mount", dest="mounts", type=Path, action="append",
                                default=[], metavar="MOUNTPOINT",
@@ -164,6 +202,7 @@ def _commands() -> list[Command]:
                                help="write the units without enabling them"),
                         option("--unit-dir", type=Path, default=None,
                                help=f"where to write the units (default: {unit_dir()})"),
+                        *server_commands.serve_options(log_default="the journal"),
                     ]),
             Command("uninstall", help="remove every kg-fuse unit",
                     description="Remove every kg-fuse-*.service unit and its enable link "
@@ -179,23 +218,47 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_commands(subparsers, _commands())
 
 
+def secret_file() -> Path:
+    """Where ``install`` keeps the client secret the mount units read (0600)."""
+    return paths.config_dir() / "systemd-client-secret"
+
+
+def _mount_args(args: argparse.Namespace, with_server: bool,
+                environ: Mapping[str, str]) -> list[str]:
+    """The mount units' options: the server they mount, and as whom. With the server's
+    unit, its address is named, so a credentials file left by an earlier server on
+    another port is not followed (the mount restarts until the server rewrote it)."""
+    api_url = args.api_url
+    if api_url is None and with_server and not environ.get("KG_API_URL") and args.port:
+        api_url = server_commands.local_api_url(args.host, args.port)
+    extra = ["--api-url", api_url] if api_url else []
+    if not args.api_url and not paths.is_default_data_dir(args.data_dir):
+        extra += ["--data-dir", str(args.data_dir)]
+    return extra + client_options(environ, secret_file())
+
+
 def install_command(args: argparse.Namespace) -> int:
     with_server = not (args.no_server or args.api_url)
     if not args.mounts and not with_server:
         raise UsageError("nothing to install", hint="add --mount MOUNTPOINT")
-    mounts = []
+    args.mounts = [mountpoint.expanduser() for mountpoint in args.mounts]
+    absolute_paths(args)  # a unit runs in no directory of the user's
+    serve = server_commands.serve_argv(args) if with_server else None
+    if serve is not None and args.log_file is not None:
+        serve += ["--log-file", str(args.log_file)]
     for mountpoint in args.mounts:
-        absolute = mountpoint.expanduser().absolute()
-        if absolute.exists() and not absolute.is_dir():
-            raise UsageError(f"{absolute} is not a directory",
+        if mountpoint.exists() and not mountpoint.is_dir():
+            raise UsageError(f"{mountpoint} is not a directory",
                              hint="give the directory to mount at")
-        absolute.mkdir(parents=True, exist_ok=True)
-        mounts.append(absolute)
-    extra = ["--api-url", args.api_url] if args.api_url else []
+        mountpoint.mkdir(parents=True, exist_ok=True)
+    environ = dict(os.environ)
     directory = args.unit_dir or unit_dir()
-    written = install(mounts, with_server, extra, directory, enable=not args.no_enable)
+    written = install(args.mounts, serve, _mount_args(args, with_server, environ), directory,
+                      enable=not args.no_enable, environ=environ)
+    mounted_at = {mount_unit_name(m): m for m in args.mounts}
     for path in written:
-        print(f"wrote {path}")
+        at = f" (mounts {mounted_at[path.name]})" if path.name in mounted_at else ""
+        print(f"wrote {path}{at}")
     names = " ".join(shlex.quote(p.name) for p in written)
     print(f"start them now with:  systemctl --user daemon-reload && "
           f"systemctl --user start {names}")
@@ -205,5 +268,8 @@ def install_command(args: argparse.Namespace) -> int:
 def uninstall_command(args: argparse.Namespace) -> int:
     for path in uninstall(args.unit_dir or unit_dir()):
         print(f"removed {path}")
+    if secret_file().exists():
+        secret_file().unlink()
+        print(f"removed {secret_file()}")
     print("then: systemctl --user daemon-reload")
     return 0

@@ -3,8 +3,10 @@
 Order of precedence, first match wins for each of address and credentials:
 explicit values (flags / a secret file), the environment (``KG_API_URL``,
 ``KG_CLIENT_ID``, ``KG_CLIENT_SECRET``), the embedded server's credentials file, then
-the platform CLI's ``~/.config/kg/config.json``. Secrets never come from the command
-line itself, so they never show in ``ps``.
+the platform CLI's ``~/.config/kg/config.json``. The embedded server's file is the
+default data directory's, or the one of the data directory named (``--data-dir``), which
+is then as explicit as a flag and comes before the environment. Secrets never come from
+the command line itself, so they never show in ``ps``.
 """
 
 from __future__ import annotations
@@ -73,17 +75,26 @@ def resolve_connection(
     client_id: str | None = None,
     client_secret_file: str | None = None,
     role: str = "user",
+    data_dir: str | None = None,
 ) -> Connection:
     """Work out which server to talk to and as whom.
 
-    ``role`` picks the embedded server's ``user`` (default) or ``admin`` client.
+    ``role`` picks the embedded server's ``user`` (default) or ``admin`` client;
+    ``data_dir`` the embedded server running on that data directory.
     """
     env = os.environ
-    server_file = _read_json(paths.server_credentials_path()) or {}
+    base = Path(data_dir) if data_dir else None
+    named = not paths.is_default_data_dir(base)  # a --data-dir other than the default
+    server_path = paths.server_credentials_path(base)
+    server_file = _read_json(server_path) or {}
+    if named and not server_file:
+        raise MissingCredentials(f"no credentials in {server_path}: no server has run on "
+                                 f"{data_dir}")
     cli_file = _read_json(paths.platform_cli_config_path()) or {}
 
     url = (
         api_url
+        or (server_file.get("api_url") if named else None)
         or env.get("KG_API_URL")
         or server_file.get("api_url")
         or cli_file.get("api_url")
@@ -95,12 +106,15 @@ def resolve_connection(
         secret = Path(client_secret_file).read_text(encoding="utf-8").strip()
         source = f"--client-secret-file {client_secret_file}"
         candidates.append(Credentials(client_id, secret, source))
+    from_server = None
+    if server_file and _same_server(str(server_file.get("api_url", url)), url):
+        from_server = _pair(server_file.get(role), f"{server_path} ({role})")
+    if named and from_server:
+        candidates.append(from_server)
     if env.get("KG_CLIENT_ID") and env.get("KG_CLIENT_SECRET"):
         candidates.append(Credentials(env["KG_CLIENT_ID"], env["KG_CLIENT_SECRET"], "environment"))
-    if server_file and _same_server(str(server_file.get("api_url", url)), url):
-        candidates.append(
-            _pair(server_file.get(role), f"{paths.server_credentials_path()} ({role})")
-        )
+    if not named and from_server:
+        candidates.append(from_server)
     if cli_file:
         cli_url = cli_file.get("api_url")
         if not isinstance(cli_url, str) or _same_server(cli_url, url):
@@ -111,12 +125,12 @@ def resolve_connection(
         if found is not None:
             log.info("using client %s from %s for %s", found.client_id, found.source, url)
             reread = functools.partial(_reread, url, api_url, client_id, client_secret_file,
-                                       role)
+                                       role, data_dir)
             return Connection(url, found, reread)
     raise MissingCredentials(
         f"no client credentials for {url}: set KG_CLIENT_ID and KG_CLIENT_SECRET, "
         f"pass --client-id with --client-secret-file, start the embedded server "
-        f"(it writes {paths.server_credentials_path()}), or log in with the platform CLI"
+        f"(it writes {server_path}), or log in with the platform CLI"
     )
 
 

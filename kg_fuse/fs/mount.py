@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import logging
-import re
-import select
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import pyfuse3
 import trio
@@ -20,6 +17,7 @@ from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Connection
 from kg_fuse.fs.handlers.operations import KgOperations
+from kg_fuse.fs.kernel import mounts
 from kg_fuse.fs.kernel.nodes import InodeTable
 from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.catalog import Catalog
@@ -83,37 +81,13 @@ async def _watch_signals(ready: trio.Event, stop: Callable[[], None]) -> None:
             return
 
 
-def _listed_in_mountinfo(mountpoint: str) -> bool:
-    """Whether the kernel still lists our mount, read without touching the mountpoint
-    (which would deadlock: this process is the one that answers for it)."""
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            field = line.split(" ")[4]
-            decoded = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-            if decoded == mountpoint:
-                return True
-    return False
-
-
-def wait_for_mount_change(table: IO[bytes], timeout: float | None = None,
-                          pidfd: int | None = None) -> None:
-    """Block until the mount table changes (a mount or unmount anywhere: the kernel marks
-    ``table``, an open ``/proc/self/mountinfo``, with POLLPRI; a change since it was
-    opened or last reported counts), ``pidfd``'s process exits, or ``timeout`` passes."""
-    poller = select.poll()
-    poller.register(table.fileno(), select.POLLPRI)
-    if pidfd is not None:
-        poller.register(pidfd, select.POLLIN)
-    poller.poll(None if timeout is None else max(0.0, timeout) * 1000)
-
-
 async def _watch_unmount(mountpoint: str, stop: Callable[[], None]) -> None:
     """Notice an external ``fusermount3 -u`` even while handlers wait on the server: a
     wait on the mount table's change event (opened before the first look: no change is
     missed)."""
-    with open("/proc/self/mountinfo", "rb") as table:
-        while await trio.to_thread.run_sync(_listed_in_mountinfo, mountpoint):
-            await trio.to_thread.run_sync(wait_for_mount_change, table,
+    with open(mounts.MOUNTINFO, "rb") as table:
+        while await trio.to_thread.run_sync(mounts.listed, mountpoint):
+            await trio.to_thread.run_sync(mounts.wait_for_mount_change, table,
                                           abandon_on_cancel=True)
     log.info("%s was unmounted", mountpoint)
     stop()
@@ -166,7 +140,8 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     operations = assemble(options, client, store, state)
     tree = operations.tree
     fuse_options = set(pyfuse3.default_options)
-    fuse_options |= {"fsname=kg-fuse", "subtype=kg-fuse"}
+    # the names the mount table shows: how status and unmount know a mount is ours
+    fuse_options |= {f"fsname={mounts.FSNAME}", f"subtype={mounts.SUBTYPE}"}
     pyfuse3.init(operations, str(options.mountpoint), fuse_options)
     operations.kernel.enabled = True
     log.info("mounted %s (api %s, %d saved queries)", options.mountpoint,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import shlex
@@ -15,8 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
-from kg_fuse.console import Command, add_commands, forwarded_options, option
+from kg_fuse.console import (
+    Command,
+    absolute_paths,
+    add_commands,
+    forwarded_options,
+    leave_working_directory,
+    option,
+)
 from kg_fuse.exits import CommandError, UsageError
+from kg_fuse.fs.kernel import mounts
+from kg_fuse.fs.kernel.mounts import MountEntry
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.saved import StoreCorrupt
@@ -41,8 +51,13 @@ def _commands() -> list[Command]:
                 option("mountpoint", type=Path, help="an existing, empty directory"),
                 option("--api-url", help="the API address (default: $KG_API_URL, else the "
                        "embedded server's)"),
+                option("--data-dir", type=Path, metavar="DIR",
+                       help="mount the embedded server started with this --data-dir, with "
+                            "the credentials it wrote there (default: the server on "
+                            f"{paths.data_dir()}); saved queries stay where they are"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
-                option("--client-secret-file", help="file holding the OAuth client secret"),
+                option("--client-secret-file", type=Path,
+                       help="file holding the OAuth client secret"),
                 option("--admin", action="store_true",
                        help="use the embedded server's admin client instead of the ordinary "
                             "one"),
@@ -82,19 +97,24 @@ def _commands() -> list[Command]:
             ]),
         Command(
             "unmount", help="unmount, also a mount whose process died",
-            description="""Unmount MOUNTPOINT (also one whose process died: 'transport endpoint is
-            not connected'). The embedded server keeps running, since other mounts may use it:
-            add --stop-server, or run 'kg-fuse server stop'. A shell inside the mount keeps it
-            busy: cd out first.""",
+            description="""Unmount MOUNTPOINT, a kg-fuse mount (also one whose process died:
+            'transport endpoint is not connected'); any other filesystem mounted there is
+            refused and left as it is. The embedded server keeps running, since other mounts
+            may use it: add --stop-server, or run 'kg-fuse server stop'. A shell inside the
+            mount keeps it busy: cd out first.""",
             handler=cmd_unmount, options=[
                 option("mountpoint", type=Path, help="where kg-fuse is mounted"),
                 option("--stop-server", action="store_true",
                        help="also stop the embedded server started on this machine"),
+                option("--data-dir", type=Path, metavar="DIR",
+                       help="with --stop-server: stop the server started with this "
+                            f"--data-dir (default: the one on {paths.data_dir()})"),
             ]),
         Command(
             "status", help="say whether MOUNTPOINT is mounted and alive",
             description="""Print whether MOUNTPOINT is mounted, not mounted, or dead (its process
-            ended); exit 0 only when mounted. For the server: 'kg-fuse server status'.""",
+            ended); exit 0 only when mounted. Only kg-fuse's mounts count: another filesystem
+            there is refused (exit 1). For the server: 'kg-fuse server status'.""",
             handler=cmd_status,
             options=[option("mountpoint", type=Path, help="the directory to check")]),
     ]
@@ -122,7 +142,8 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    mountpoint = args.mountpoint.resolve()
+    absolute_paths(args)  # the mount runs in /
+    mountpoint = args.mountpoint
     if not mountpoint.is_dir():
         what = "does not exist" if not mountpoint.exists() else "is not a directory"
         raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
@@ -136,16 +157,22 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from kg_fuse.client.errors import KgError
 
     try:
-        connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file,
-                                        role="admin" if args.admin else "user")
+        secret_file = str(args.client_secret_file) if args.client_secret_file else None
+        connection = resolve_connection(args.api_url, args.client_id, secret_file,
+                                        role="admin" if args.admin else "user",
+                                        data_dir=str(args.data_dir) if args.data_dir else None)
     except (KgError, OSError) as exc:
-        raise UsageError(str(exc), hint="kg-fuse server start, or pass --api-url") from None
+        raise UsageError(str(exc), hint=f"kg-fuse server start"
+                                        f"{paths.data_dir_args(args.data_dir)}, or pass "
+                                        "--api-url") from None
     if not args.foreground:
         _settle_store(args, mountpoint)
         return _mount_in_background(args, mountpoint)
 
     from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
     from kg_fuse.fs.queries.saved import StoreCorrupt
+
+    leave_working_directory()  # a mount started inside another would keep it busy
 
     fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
     fixed += private.private_files([args.log_file] if args.log_file else [])
@@ -234,19 +261,17 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
             *_forwarded(args, exclude={"foreground", "log_file", "start_empty", "restore_store"})]
     start = log_file.stat().st_size if log_file.exists() else 0
     child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
-    from kg_fuse.fs.mount import wait_for_mount_change  # while the child starts
-
+                             stderr=subprocess.DEVNULL, start_new_session=True, cwd="/")
     deadline = time.monotonic() + READY_TIMEOUT
     # a wait on events: the mount table changing, or the child exiting
-    with open("/proc/self/mountinfo", "rb") as table, _pidfd(child.pid) as pidfd:
+    with open(mounts.MOUNTINFO, "rb") as table, _pidfd(child.pid) as pidfd:
         while time.monotonic() < deadline:
             if os.path.ismount(mountpoint):
                 print(f"kg-fuse: mounted {mountpoint} (pid {child.pid}, log {log_file})")
                 return 0
             if child.poll() is not None:
                 break
-            wait_for_mount_change(table, deadline - time.monotonic(), pidfd)
+            mounts.wait_for_mount_change(table, deadline - time.monotonic(), pidfd)
         else:
             child.terminate()
     with open(log_file, encoding="utf-8", errors="replace") as f:
@@ -278,25 +303,34 @@ def _forwarded(args: argparse.Namespace, exclude: set[str]) -> list[str]:
     return argv
 
 
-def _mount_state(mountpoint: Path) -> str:
-    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted[ (why)]'."""
+def _mount_state(mountpoint: Path, refusal: str) -> tuple[str, MountEntry | None]:
+    """'mounted', 'dead' (transport endpoint not connected) or 'not mounted[ (why)]', and
+    the kg-fuse mount there. Only kg-fuse's mounts count: whatever else is mounted at
+    ``mountpoint`` (told by the mount table's type, not by its path) is refused, with
+    ``refusal`` as the hint."""
+    entry = mounts.mounted_at(mountpoint)
+    if entry is not None and not entry.is_kg_fuse:
+        raise CommandError(f"{mountpoint} is not a kg-fuse mount: a {entry.fstype} "
+                           f"filesystem is mounted there", hint=refusal)
     try:
         os.statvfs(mountpoint)  # always reaches the filesystem process (no kernel cache)
     except OSError as exc:
-        if exc.errno == 107:  # ENOTCONN: the filesystem process died
-            return "dead"
-        return f"not mounted ({(exc.strerror or str(exc)).lower()})"  # e.g. no such path
-    return "mounted" if os.path.ismount(mountpoint) else "not mounted"
+        if exc.errno == errno.ENOTCONN and entry is not None:  # its process died
+            return "dead", entry
+        if entry is None:
+            return f"not mounted ({(exc.strerror or str(exc)).lower()})", None
+    return ("mounted", entry) if entry is not None else ("not mounted", None)
 
 
 def cmd_unmount(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
-    state = _mount_state(mountpoint)
-    if state.startswith("not mounted"):
+    state, entry = _mount_state(mountpoint, "nothing was unmounted: kg-fuse unmounts only "
+                                            "what kg-fuse mounted")
+    if entry is None:
         print(f"kg-fuse: {mountpoint} is {state}", file=sys.stderr)
         return 1
     flags = ["-u", "-z"] if state == "dead" else ["-u"]
-    result = subprocess.run(["fusermount3", *flags, str(mountpoint)], check=False,
+    result = subprocess.run(["fusermount3", *flags, entry.mountpoint], check=False,
                             capture_output=True, text=True)
     if result.returncode != 0:
         said = " ".join(result.stderr.split()).removeprefix("fusermount3: ")
@@ -307,13 +341,13 @@ def cmd_unmount(args: argparse.Namespace) -> int:
     if args.stop_server:
         from kg_fuse.server import lifecycle
 
-        return lifecycle.stop(None)
+        return lifecycle.stop(args.data_dir)
     return result.returncode
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
-    state = _mount_state(mountpoint)
+    state, _ = _mount_state(mountpoint, "kg-fuse status reports only kg-fuse's mounts")
     if state == "dead":
         print(f"{mountpoint}: dead mount (its process ended); run: kg-fuse unmount {mountpoint}")
         return 1

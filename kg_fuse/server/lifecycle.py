@@ -83,13 +83,13 @@ def pid_file_held(pid_file: Path, api_url: str, log_file: str = "") -> Iterator[
             pid_file.unlink(missing_ok=True)
 
 
-def refuse_second(pid_file: Path) -> None:
+def refuse_second(data_dir: Path | None) -> None:
     """A second server on the same store would fight over it: say which one runs."""
-    running = read_record(pid_file)
+    running = read_record(paths.server_pid_path(data_dir))
     if running is not None:
         raise CommandError(
             f"a server already runs on this store: pid {running.pid} at {running.api_url}",
-            hint="kg-fuse server stop")
+            hint=f"kg-fuse server stop{paths.data_dir_args(data_dir)}")
 
 
 def _health(api_url: str) -> dict | None:
@@ -136,8 +136,9 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
             "--log-file", str(log_file)]
     # also what it says before it logs; private from the first line on
     with open(private.open_private(log_file), "ab") as log_stream:
+        # in /, so it holds no directory busy (its paths are absolute)
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
-                                 stderr=log_stream, start_new_session=True)
+                                 stderr=log_stream, start_new_session=True, cwd="/")
     print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
     from kg_fuse.retry import SERVER_RETRY  # light: the parser does not need it
 
@@ -146,7 +147,7 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
         record = read_record(pid_file)
         if record is not None and record.pid == child.pid and _healthy(record.api_url):
             print(f"kg-fuse: the server is running at {record.api_url} (pid {child.pid}); "
-                  "stop it with: kg-fuse server stop")
+                  f"stop it with: kg-fuse server stop{paths.data_dir_args(data_dir)}")
             return 0
         if child.poll() is not None:
             raise CommandError(f"the server exited with status {child.returncode}: "
@@ -195,7 +196,8 @@ def stop(data_dir: Path | None, timeout: float = STOP_TIMEOUT) -> int:
 def status(data_dir: Path | None) -> int:
     record = read_record(paths.server_pid_path(data_dir))
     if record is None:
-        print("kg-fuse: no server is running (start one with: kg-fuse server start)")
+        print("kg-fuse: no server is running (start one with: kg-fuse server start"
+              f"{paths.data_dir_args(data_dir)})")
         return 1
     health = _health(record.api_url)
     print(f"kg-fuse: the server is running at {record.api_url} (pid {record.pid}, "

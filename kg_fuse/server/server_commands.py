@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kg_fuse import paths, private
-from kg_fuse.console import Command, Option, add_commands, forwarded_options, option
+from kg_fuse.console import (
+    Command,
+    Option,
+    absolute_paths,
+    add_commands,
+    forwarded_options,
+    leave_working_directory,
+    option,
+)
 from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.memory import few_malloc_arenas
 from kg_fuse.server import lifecycle
@@ -51,7 +59,8 @@ def _port(value: str) -> int:
 def _store_options() -> list[Option]:
     return [option("--data-dir", type=Path, default=None, metavar="DIR",
                    help="kg-fuse's data directory: the store, its pid file and log are in "
-                        f"DIR/server/ (default: {paths.data_dir()})")]
+                        "DIR/server/, and so is its credentials file unless DIR is the "
+                        f"default (default: {paths.data_dir()})")]
 
 
 def _model_option() -> Option:
@@ -75,8 +84,9 @@ def _corpus_options() -> list[Option]:
     ]
 
 
-def _serve_options(log_default: str) -> list[Option]:
-    """``serve``'s options: ``server start`` takes the same and passes them on."""
+def serve_options(log_default: str) -> list[Option]:
+    """``serve``'s options: ``server start`` and ``systemd install`` take the same and
+    pass them on."""
     return [
         *_corpus_options(),
         option("--host", default=paths.DEFAULT_HOST,
@@ -101,7 +111,7 @@ def _server_actions() -> list[Command]:
                 description="Start 'kg-fuse serve' in the background with these options "
                             "(all of serve's, and --wait); return once it answers.",
                 handler=server_start_command, options=[
-                    *_serve_options(log_default="DIR/server/server.log"),
+                    *serve_options(log_default="DIR/server/server.log"),
                     option("--wait", type=float, default=900.0,
                            help="seconds to wait for the server to answer (a first start "
                                 "builds the corpus)"),
@@ -140,7 +150,7 @@ def _commands() -> list[Command]:
                 calibrate the default threshold once, then serve the platform's HTTP API. It
                 writes a pid file next to its store, so 'kg-fuse server stop' stops it wherever
                 it was started. For the background, use 'kg-fuse server start'.""",
-                handler=serve_command, options=_serve_options(log_default="stderr")),
+                handler=serve_command, options=serve_options(log_default="stderr")),
         Command("server",
                 help="start, stop or check the embedded server; rotate its credentials",
                 description="""The embedded server in the background. 'start' runs 'kg-fuse serve'
@@ -176,16 +186,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def server_start_command(args: argparse.Namespace) -> int:
+    argv = serve_argv(args)  # checked; the paths in args made absolute too
+    return lifecycle.start(argv, args.data_dir, args.wait, args.log_file)
+
+
+def serve_argv(args: argparse.Namespace) -> list[str]:
+    """``serve``'s command line for the serve options in ``args`` (``server start``'s or
+    ``systemd install``'s), checked, every path made absolute (it runs in ``/``), without
+    ``--log-file``."""
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
+    absolute_paths(args)
     _check_inputs(args)
-    log_file = args.log_file.resolve() if args.log_file is not None else None
-    return lifecycle.start(_serve_argv(args), args.data_dir, args.wait, log_file)
-
-
-def _serve_argv(args: argparse.Namespace) -> list[str]:
-    """``server start``'s arguments as ``serve``'s command line (paths made absolute)."""
     argv: list[str] = []
     for action in _SERVE_OPTIONS:
         value = getattr(args, action.dest)
@@ -196,12 +209,17 @@ def _serve_argv(args: argparse.Namespace) -> list[str]:
             argv.append(flag)
         elif isinstance(action, argparse._AppendAction):  # --ingest, repeatable
             for item in value:
-                argv += [flag, str(item.resolve() if isinstance(item, Path) else item)]
+                argv += [flag, str(item)]
         elif isinstance(value, list):  # --modules
             argv += [flag, ",".join(value)]
         else:
-            argv += [flag, str(value.resolve() if isinstance(value, Path) else value)]
+            argv += [flag, str(value)]
     return argv
+
+
+def local_api_url(host: str, port: int) -> str:
+    """The address a server listening on ``host`` and ``port`` answers at."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _is_loopback(host: str) -> bool:
@@ -333,12 +351,14 @@ def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
 
 def serve_command(args: argparse.Namespace) -> int:
     """Open or build the store, calibrate if needed, then serve until interrupted."""
+    absolute_paths(args)
+    leave_working_directory()  # a server started inside a mount would keep it busy
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
     _check_inputs(args)
     pid_file = paths.server_pid_path(args.data_dir)
-    lifecycle.refuse_second(pid_file)
+    lifecycle.refuse_second(args.data_dir)
     try:
         sock = _bind(args.host, args.port)
     except OSError as exc:
@@ -355,8 +375,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 
     port = sock.getsockname()[1]
-    url_host = f"[{args.host}]" if ":" in args.host else args.host
-    api_url = f"http://{url_host}:{port}"
+    api_url = local_api_url(args.host, port)
     # uvicorn re-raises SIGTERM after its clean shutdown; as SystemExit, the pid file and
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
@@ -370,7 +389,8 @@ def serve_command(args: argparse.Namespace) -> int:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
             graph.embedder.load()
             _prepare(graph, args)
-            ensure_credentials(graph.store, paths.server_credentials_path(), api_url)
+            ensure_credentials(graph.store, paths.server_credentials_path(args.data_dir),
+                               api_url)
             app = create_app(graph, token_ttl(args.token_ttl))
             log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
                      api_url, graph.default_threshold())
@@ -390,9 +410,11 @@ def credentials_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.api.auth import rotate_credentials
     from kg_fuse.server.storage.store import Store
 
-    db, path = paths.server_db_path(args.data_dir), paths.server_credentials_path()
+    db = paths.server_db_path(args.data_dir)
+    path = paths.server_credentials_path(args.data_dir)
+    start = f"kg-fuse server start{paths.data_dir_args(args.data_dir)}"
     if not db.exists():
-        raise CommandError(f"no store at {db}", hint="kg-fuse server start")
+        raise CommandError(f"no store at {db}", hint=start)
     try:
         held = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -401,8 +423,7 @@ def credentials_command(args: argparse.Namespace) -> int:
         clients = held if isinstance(held, dict) else {}
         ids = [(clients.get(role) or {}).get("client_id") for role in ("admin", "user")]
         if not all(ids):
-            raise CommandError(f"no credentials in {path}",
-                               hint="kg-fuse server start writes them")
+            raise CommandError(f"no credentials in {path}", hint=f"{start} writes them")
         print(f"{path}: admin client {ids[0]}, user client {ids[1]} for "
               f"{clients.get('api_url')}")
         return 0

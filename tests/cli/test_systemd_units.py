@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from kg_fuse.cli import build_parser
 from kg_fuse.systemd import escape_path
 
 needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
@@ -17,12 +20,34 @@ needs_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
                                           "installs the systemd package)")
 
 
-def install(tmp_path: Path, *args: str) -> tuple[Path, str]:
+def install(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+            cwd: Path | None = None) -> tuple[Path, str]:
     env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "XDG_DATA_HOME": str(tmp_path / "data")}
+           "XDG_DATA_HOME": str(tmp_path / "data"), **(env or {})}
     result = subprocess.run([sys.executable, "-m", "kg_fuse.cli", "systemd", "install", *args],
-                            env=env, capture_output=True, text=True, timeout=60, check=True)
+                            env=env, capture_output=True, text=True, timeout=60, check=True,
+                            cwd=cwd)
     return tmp_path / "config" / "systemd" / "user", result.stdout
+
+
+def verify(units: Path) -> None:
+    """``systemd-analyze verify`` accepts every unit written, without a word."""
+    verified = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                               *(str(p) for p in sorted(units.glob("*.service")))],
+                              capture_output=True, text=True, timeout=60, cwd=units)
+    assert verified.returncode == 0, verified.stderr
+    assert verified.stderr.strip() == "", verified.stderr
+
+
+def unit_lines(unit: Path, key: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in unit.read_text().splitlines()
+            if line.startswith(f"{key}=")]
+
+
+def exec_argv(unit: Path) -> list[str]:
+    """The ExecStart command line as systemd splits it (no % or $ in these tests)."""
+    (line,) = unit_lines(unit, "ExecStart")
+    return shlex.split(line)
 
 
 @needs_analyze
@@ -80,3 +105,47 @@ def test_api_url_mounts_without_a_server_unit_and_uninstall_removes_all(
                    check=True, capture_output=True, timeout=60)
     assert list(units.glob("*.service")) == []
     assert list((units / "default.target.wants").iterdir()) == []
+
+
+@needs_analyze
+def test_the_units_run_what_the_user_ran(tmp_path: Path) -> None:
+    """The units used to carry only XDG_DATA/CONFIG/STATE_HOME and KG_API_URL: the model's
+    cache (XDG_CACHE_HOME), KG_WORDNET_DIR and the server's port were lost, the server
+    ran plain ``serve`` on 8765, and a relative --mount became relative to the cwd."""
+    work = tmp_path / "work"
+    (work / "notes").mkdir(parents=True)
+    (tmp_path / "real").mkdir()
+    (work / "linked").symlink_to(tmp_path / "real")
+    user_env = {"XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "KG_WORDNET_DIR": str(tmp_path / "wordnet dict"),
+                "KG_FUSE_SERVER_TOKEN_TTL": "600",
+                "KG_CLIENT_ID": "kgfuse-user-0123456789ab",
+                "KG_CLIENT_SECRET": "s3cret-not-for-units"}
+    units, out = install(tmp_path, "--mount", "notes/../kg", "--mount", "linked/kg2",
+                         "--port", "18123", "--data-dir", "store", "--modules", "gzip,json",
+                         "--ingest", "notes", env=user_env, cwd=work)
+    server = units / "kg-fuse-server.service"
+    argv = exec_argv(server)
+    assert argv[:4] == [sys.executable, "-m", "kg_fuse.cli", "serve"]
+    served = build_parser().parse_args(argv[3:])
+    assert served.port == 18123 and served.modules == ["gzip", "json"]
+    assert served.data_dir == work / "store" and served.ingest == [work / "notes"]
+    mounts = {Path(exec_argv(u)[-1]): u for u in units.glob("kg-fuse-mount-*.service")}
+    assert sorted(mounts) == sorted([work / "kg", tmp_path / "real" / "kg2"])
+    for mountpoint, unit in mounts.items():
+        assert f"(mounts {mountpoint})" in out
+        mounted = build_parser().parse_args(exec_argv(unit)[3:])
+        assert mounted.api_url == "http://127.0.0.1:18123"
+        assert mounted.data_dir == work / "store"
+        assert mounted.client_id == user_env["KG_CLIENT_ID"]
+        secret = mounted.client_secret_file
+        assert secret.read_text().strip() == user_env["KG_CLIENT_SECRET"]
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    for unit in [server, *mounts.values()]:
+        text = unit.read_text()
+        assert "s3cret" not in text
+        carried = dict(line.strip('"').split("=", 1) for line in unit_lines(unit, "Environment"))
+        for name in ("XDG_CACHE_HOME", "KG_WORDNET_DIR", "KG_FUSE_SERVER_TOKEN_TTL"):
+            assert carried[name] == user_env[name], (unit, name)
+        assert "KG_CLIENT_SECRET" not in carried
+    verify(units)

@@ -7,8 +7,11 @@ import errno
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 
 from tests.helpers.server import KGServer
@@ -63,3 +66,35 @@ def test_a_mount_whose_client_was_revoked_says_why(server: KGServer,
     reason = (f"client '{given['KG_CLIENT_ID']}' rejected: Invalid client credentials "
               "(revoked or replaced, and environment holds no newer credentials)")
     assert reason in mount.log_text()
+
+
+def test_failed_sign_ins_by_someone_else_never_lock_the_mount_out(server: KGServer,
+                                                                  mount_factory) -> None:
+    """Anyone on the machine who knows the user client's id (it is no secret) failed 11
+    sign-ins for it: the right secret was refused from then on, and a mount started
+    then failed ``ls`` with EAGAIN. Here someone keeps failing while a mount starts."""
+    token = f"{server.api_url}/auth/oauth/token"
+    guess = {"grant_type": "client_credentials", "client_id": server.user["client_id"],
+             "client_secret": "a guess"}
+    answers: set[int] = set()
+    stop = threading.Event()
+
+    def guess_on() -> None:
+        with httpx.Client(timeout=30) as http:
+            while not stop.is_set():
+                answers.add(http.post(token, data=guess).status_code)
+                time.sleep(0.02)
+
+    guesser = threading.Thread(target=guess_on)
+    guesser.start()
+    try:
+        while 429 not in answers:
+            time.sleep(0.05)
+        mount = mount_factory(server=server)
+        for query in ("gzip", "compress data"):
+            mount.path(query).mkdir()
+            assert results(mount.path(query))
+    finally:
+        stop.set()
+        guesser.join()
+    assert answers == {401, 429}  # the guessing itself is throttled

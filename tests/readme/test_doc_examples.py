@@ -117,14 +117,23 @@ def words_read_as(mount: Mount, _server: KGServer) -> str:
                   "words read as:")
 
 
-def status_missing(mount: Mount, _server: KGServer) -> str:
+def _status_and_unmount(mount: Mount, path: str) -> str:
+    """What ``kg-fuse status PATH`` and ``kg-fuse unmount PATH`` say (both exit 1)."""
     transcript = ""
-    for command in (["status", "/missing"], ["unmount", "/missing"]):
+    for command in (["status", path], ["unmount", path]):
         done = subprocess.run([sys.executable, "-m", "kg_fuse.cli", *command], env=mount.env,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 1, done
         transcript += f"$ kg-fuse {' '.join(command)}\n{done.stdout}{done.stderr}"
     return transcript
+
+
+def status_missing(mount: Mount, _server: KGServer) -> str:
+    return _status_and_unmount(mount, "/missing")
+
+
+def status_not_ours(mount: Mount, _server: KGServer) -> str:
+    return _status_and_unmount(mount, "/proc")  # another filesystem: refused, untouched
 
 
 def epoch_response(_mount: Mount, server: KGServer) -> str:
@@ -159,6 +168,7 @@ ON_TEST_CORPUS: dict[str, Produce] = {
     "status-cut": status_cut,
     "query-toml-auto-adjusted": query_toml_auto_adjusted,
     "status-missing": status_missing,
+    "status-not-ours": status_not_ours,
     "epoch-response": epoch_response,
     "presets-rule": presets_rule,
 }

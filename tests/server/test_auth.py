@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from kg_fuse.client import errors
-from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.api import Epoch, KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.fs.kernel.errnos import errno_of
 from kg_fuse.server.api.auth import create_client
@@ -225,30 +225,57 @@ def test_failed_sign_ins_are_throttled_per_client_id_and_address(
         assert refused.status_code == 429
         assert refused.json()["detail"].startswith("Too many failed sign-ins")
         assert int(refused.headers["retry-after"]) >= 1
-        # the id is throttled from anywhere, even with its secret; other ids are not
-        assert sign_in(http, **user).status_code == 429
+        # the id's failures are throttled from anywhere; its right secret never is
         with from_address(sign_in_server, "127.0.0.4") as elsewhere:
-            assert sign_in(elsewhere, **user).status_code == 429
-        assert sign_in(http, **admin).status_code == 200
-        # an address guessing ids: throttled after 30 failures, for every id
+            assert sign_in(elsewhere, user["client_id"], "wrong").status_code == 429
+            assert sign_in(elsewhere, **user).status_code == 200
+        assert sign_in(http, **user).status_code == 200
+        # an address guessing ids: its failures throttled after 30, for every id
         for n in range(20):
             assert sign_in(http, f"kgfuse-user-{n:012x}", "wrong").status_code == 401
         assert sign_in(http, "kgfuse-user-000000000099", "wrong").status_code == 429
-        assert sign_in(http, **admin).status_code == 429
+        assert sign_in(http, admin["client_id"], "wrong").status_code == 429
+        assert sign_in(http, **admin).status_code == 200  # a right secret: never refused
     with from_address(sign_in_server, "127.0.0.4") as elsewhere:
-        assert sign_in(elsewhere, **admin).status_code == 200
+        assert sign_in(elsewhere, admin["client_id"], "wrong").status_code == 401
 
-    async def throttled_client_search() -> None:
+    async def guessing_client_search() -> None:
         api = KgApiClient(sign_in_server.api_url, Credentials(
-            user["client_id"], user["client_secret"], "tests"))
+            user["client_id"], "wrong", "tests"))
         try:
             await api.epoch()
         finally:
             await api.aclose()
 
     with pytest.raises(errors.TooManyRequests, match="Too many failed sign-ins") as raised:
-        trio.run(throttled_client_search)
+        trio.run(guessing_client_search)
     assert errno_of(raised.value) == errno.EAGAIN and raised.value.status == 429
+
+
+def test_nobody_locks_a_client_out_by_failing_its_sign_ins(sign_in_server: KGServer
+                                                             ) -> None:
+    """Anyone who knows a client id (it is no secret) could fail 11 sign-ins for it, and
+    its right secret was refused 429 from then on: a mount started then failed ``ls``
+    with EAGAIN. A right secret now always succeeds, from any address, at once."""
+    user = sign_in_server.user
+    for address in ("127.0.0.1", "127.0.0.7"):  # the mount's own address, too
+        with from_address(sign_in_server, address) as guesser:
+            for _ in range(40):
+                assert sign_in(guesser, user["client_id"], "wrong").status_code in (401, 429)
+    for address in ("127.0.0.1", "127.0.0.7", "127.0.0.8"):
+        with from_address(sign_in_server, address) as http:
+            for _ in range(3):
+                assert sign_in(http, **user).status_code == 200
+
+    async def client_search() -> Epoch:
+        api = KgApiClient(sign_in_server.api_url, Credentials(
+            user["client_id"], user["client_secret"], "tests"))
+        try:
+            return await api.epoch()
+        finally:
+            await api.aclose()
+
+    assert trio.run(client_search).epoch >= 0
 
 
 def test_a_client_that_knows_its_secret_is_never_throttled(sign_in_server: KGServer

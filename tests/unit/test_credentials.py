@@ -193,3 +193,23 @@ def test_reread_finds_rotated_credentials_of_the_same_server(homes):
     assert (found.client_id, found.client_secret) == ("srv-user-2", "rotated")
     server_file(homes, api_url="http://127.0.0.1:9912")  # another server's now
     assert connection.reread() is None
+
+
+def test_a_named_data_dir_is_its_own_server_before_the_environment(homes, tmp_path,
+                                                                    monkeypatch):
+    """``kg-fuse mount --data-dir DIR`` mounts the server started on DIR, with the
+    credentials it wrote there, even where the environment names another server."""
+    server_file(homes)  # the default data directory's server
+    other = tmp_path / "other"
+    write_json(other / "server" / "server-credentials.json", {
+        "api_url": "http://127.0.0.1:9922",
+        "user": {"client_id": "other-user", "client_secret": "other-secret"}})
+    monkeypatch.setenv("KG_API_URL", CLI_URL)
+    monkeypatch.setenv("KG_CLIENT_ID", "env-id")
+    monkeypatch.setenv("KG_CLIENT_SECRET", "env-secret")
+    named = resolve_connection(data_dir=str(other))
+    assert named.api_url == "http://127.0.0.1:9922"
+    assert named.credentials.client_id == "other-user"
+    assert resolve_connection().api_url == CLI_URL  # without it: as before
+    with pytest.raises(MissingCredentials, match="no server has run on"):
+        resolve_connection(data_dir=str(tmp_path / "never-started"))

@@ -59,18 +59,18 @@ async def token(request: Request, ctx: Ctx, store: Storage) -> TokenResponse:
         raise HTTPException(status_code=400,
                             detail="Unsupported grant_type: only client_credentials")
     client_id = str(values["client_id"])
-    address = request.client.host if request.client else "unknown"
-    wait = ctx.sign_ins.reserve(client_id, address)
-    if wait is not None:
-        log.info("refused a sign-in for %s from %s: too many failed", shown(client_id, 60),
-                 address)
-        raise HTTPException(status_code=429, headers={"Retry-After": str(wait)}, detail=(
-            f"Too many failed sign-ins for this client id or address; retry in {wait} s"))
+    # checked first, always: a right secret succeeds whoever failed in this id's name
     principal = await run_in_threadpool(auth.verify_client, store, client_id,
                                         str(values["client_secret"]))
     if principal is None:
+        address = request.client.host if request.client else "unknown"
+        wait = ctx.sign_ins.failed(client_id, address)
+        if wait is not None:
+            log.info("refused a sign-in for %s from %s: too many failed",
+                     shown(client_id, 60), address)
+            raise HTTPException(status_code=429, headers={"Retry-After": str(wait)}, detail=(
+                f"Too many failed sign-ins for this client id or address; retry in {wait} s"))
         raise HTTPException(status_code=401, detail="Invalid client credentials")
-    ctx.sign_ins.refund(client_id, address)
     issued = await run_in_threadpool(auth.issue_token, store, principal, ctx.token_ttl)
     log.info("issued a token to %s (expires in %d s)", principal.client_id, issued.expires_in)
     return TokenResponse(access_token=issued.access_token, expires_in=issued.expires_in,

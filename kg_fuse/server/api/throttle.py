@@ -1,10 +1,12 @@
-"""A small rate limit on failed sign-ins at the token endpoint.
+"""A rate limit on failed sign-ins at the token endpoint.
 
-Every attempt costs a PBKDF2 hash (tens of milliseconds of CPU), so a flood of wrong
-secrets slows every search and lets a guesser try secrets fast. Each client id and each
-address has a bucket of attempts that refills slowly; an attempt takes one from both
-before the secret is checked, and a correct secret gives it back: a client that knows
-its secret is never throttled by its own sign-ins, however often it signs in.
+Each client id and each address has a bucket of failures that refills slowly; a failed
+sign-in takes one from both, and one past either limit is answered 429 with the seconds
+to wait. The limit counts only failures, after the secret was checked: a client id is
+no secret, and anyone on the machine shares the loopback address, so refusing attempts
+before checking them would let anyone lock a client out by failing in its name. A right
+secret is never refused. Guessing stays as slow as before: every attempt costs the same
+PBKDF2 hash (tens of milliseconds), and a secret is 256 random bits.
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ class SignInLimit:
         self._addresses = _Buckets(per_address, clock)
         self._lock = threading.Lock()
 
-    def reserve(self, client_id: str, address: str) -> int | None:
-        """Take an attempt for this client id and address; None when taken, else the
-        whole seconds to wait (nothing is taken then)."""
+    def failed(self, client_id: str, address: str) -> int | None:
+        """Count a failed sign-in for this client id and address; None while both are
+        within their limit, else the whole seconds until the one past it has room again
+        (a failure past a limit is not counted: it was refused)."""
         with self._lock:
             wait = max(self._clients.wait(client_id), self._addresses.wait(address))
             if wait > 0:
@@ -73,9 +76,3 @@ class SignInLimit:
             self._clients.add(client_id, -1.0)
             self._addresses.add(address, -1.0)
             return None
-
-    def refund(self, client_id: str, address: str) -> None:
-        """Give back an attempt whose secret was right."""
-        with self._lock:
-            self._clients.add(client_id, 1.0)
-            self._addresses.add(address, 1.0)

@@ -18,6 +18,11 @@ median listing, and judged precision and recall.
 (this environment's interpreter, ``PYTHONPATH=CHECKOUT``), with the default model only,
 so today's model's figures and cost read against the code before a change. The
 manual pages' corpus needs ``scripts/man_corpus.sh`` (man-db).
+
+``--cost ROUNDS`` measures cost only, the reference and each model taking turns round by
+round (a shared machine's load then hits all alike): a build of the standard library's
+``--modules`` from nothing, a start, 60 new searches and the resident memory; it prints
+each one's medians and their ratios to the reference's.
 """
 
 from __future__ import annotations
@@ -108,9 +113,9 @@ def search_queries() -> list[str]:
 
 
 def measure(runner: Runner, model: str | None, corpus: str, sets: list[str],
-            work: Path) -> dict:
+            work: Path, extra: list[str] | None = None) -> dict:
     model_args = ["--model", model] if model else []
-    extra = corpus_args(corpus, work)
+    extra = corpus_args(corpus, work) + (extra or [])
     started = time.perf_counter()
     built = runner.run("index", *model_args, *extra)
     build_s = time.perf_counter() - started
@@ -137,9 +142,11 @@ def measure(runner: Runner, model: str | None, corpus: str, sets: list[str],
         if corpus == "stdlib":
             row.update(latency(runner, url))
             row["rss_mib"] = round(rss_mib(server.pid), 1)
-        evaluated = runner.run("eval", *[a for s in sets for a in ("--set", s)], "--json")
-        report = json.loads(evaluated.stdout)
-        row["sets"] = {s["set"]: summary(s) for s in report.get("sets", [report])}
+        if sets:
+            evaluated = runner.run("eval", *[a for s in sets for a in ("--set", s)],
+                                   "--json")
+            report = json.loads(evaluated.stdout)
+            row["sets"] = {s["set"]: summary(s) for s in report.get("sets", [report])}
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait()
@@ -174,12 +181,36 @@ def summary(one: dict) -> dict:
     return out
 
 
+def cost(args: argparse.Namespace, runs: list[tuple[str, Path | None, str | None]]) -> None:
+    """Interleaved rounds of build, start, searches and memory; medians and ratios."""
+    samples: dict[str, list[dict]] = {label: [] for label, _, _ in runs}
+    modules = ["--modules", args.modules] if args.modules else []
+    for round_no in range(args.cost):
+        for label, checkout, model in runs:
+            home = args.work / "cost" / f"{label.replace(' ', '-')}-{round_no}"
+            home.mkdir(parents=True, exist_ok=True)
+            row = measure(Runner(checkout, home), model, "stdlib", [], args.work,
+                          extra=modules)
+            samples[label].append(row)
+            print(json.dumps({"model": label, "round": round_no, **row}), flush=True)
+    keys = ("build_rate", "start_s", "search_p50_ms", "rss_mib")
+    medians = {label: {k: statistics.median(r[k] for r in rows) for k in keys}
+               for label, rows in samples.items()}
+    reference = medians[runs[0][0]]
+    for label, values in medians.items():
+        ratios = ", ".join(f"{k} {values[k]:g} ({values[k] / reference[k]:.2f}x)"
+                           for k in keys)
+        print(f"{label}: {ratios}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--model", action="append", default=[])
     parser.add_argument("--corpus", action="append", default=[])
     parser.add_argument("--reference", type=Path)
+    parser.add_argument("--cost", type=int, default=0, metavar="ROUNDS")
+    parser.add_argument("--modules", default="", help="--cost: the modules built")
     args = parser.parse_args()
     corpora = sets_by_corpus()
     wanted = args.corpus or list(corpora)
@@ -190,6 +221,9 @@ def main() -> int:
     runs: list[tuple[str, Path | None, str | None]] = [(m, None, m) for m in models]
     if args.reference:
         runs.insert(0, ("reference " + DEFAULT_MODEL, args.reference.resolve(), None))
+    if args.cost:
+        cost(args, runs)
+        return 0
     for corpus in wanted:
         for label, checkout, model in runs:
             home = args.work / label.replace(" ", "-") / corpus

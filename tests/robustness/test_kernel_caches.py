@@ -280,7 +280,9 @@ def test_inode_table_shrinks_back_after_thousands_of_refreshes(
                 set_threshold(mount, text, "0" if round_ % 2 else "0.3")
                 result_names(mount.path(text))
                 refreshes += 1
-            extra = f"round {round_} scratch"  # a query that lives for one round
+            # a query that lives for one round (in words the corpus knows: at threshold
+            # 0 it lists every concept scoring above 0, more than its limit of 50)
+            extra = f"archive files round {round_}"
             mount.path(extra).mkdir()
             set_threshold(mount, extra, "0")
             assert len(result_names(mount.path(extra))) == 50

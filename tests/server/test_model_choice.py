@@ -213,3 +213,21 @@ def test_index_with_a_chosen_model_embeds_the_store_with_it(
     with sqlite3.connect(data / "server" / "kg.sqlite3") as conn:
         rows = conn.execute("SELECT model, length(vector) FROM concept_views").fetchall()
     assert rows and set(rows) == {("tiny-wide", 48 * 4)}  # float32s of 48 dimensions
+
+
+def test_half_precision_and_prefixed_weights_are_read_as_float32(tmp_path: Path) -> None:
+    """Weights saved in float16 or bfloat16 (numpy has no bfloat16), under ``bert.`` or
+    TensorFlow's LayerNorm names, reach the graph as the float32 values they hold."""
+    import torch
+    from safetensors.torch import save_file
+
+    from kg_fuse.server.embedding.graph import read_weights
+
+    values = torch.tensor([[1.5, -2.25], [0.0078125, 3.0]])
+    path = tmp_path / "model.safetensors"
+    save_file({"bert.encoder.w": values.to(torch.bfloat16), "embeddings.b": values.half(),
+               "embeddings.LayerNorm.gamma": values}, str(path))
+    weights = read_weights(path)
+    assert set(weights) == {"encoder.w", "embeddings.b", "embeddings.LayerNorm.weight"}
+    for got in weights.values():
+        assert got.dtype == np.float32 and got.tolist() == values.tolist()

@@ -142,12 +142,17 @@ def test_an_interrupted_build_leaves_no_graph(tmp_path: Path,
 
 def test_the_int8_variant_stays_close_to_the_model() -> None:
     """all-MiniLM-L6-v2-int8: a third of the file, vectors within cosine 0.98 of the
-    float32 model's (measured over 200 texts: min 0.984, median 0.996)."""
+    float32 model's (measured over 200 texts: min 0.988, median 0.997), and a text's
+    vector is the same whatever is embedded with it (per-tensor activation scales would
+    otherwise move it: cosine 0.969 between alone and in a batch)."""
     texts = varied_texts(30)
     fp32, int8 = Embedder(), Embedder(models.resolve("all-MiniLM-L6-v2-int8"))
     assert int8.spec.quantised and not fp32.spec.quantised
     assert int8.spec.digest != fp32.spec.digest
-    cosines = np.sum(int8.encode(texts) * fp32.encode(texts), axis=1)
+    together = int8.encode(texts)
+    alone = np.stack([int8.encode_one(t) for t in texts])
+    assert np.abs(together - alone).max() < 1e-6
+    cosines = np.sum(together * fp32.encode(texts), axis=1)
     assert cosines.min() >= 0.98 and np.median(cosines) >= 0.99
     assert cosines.min() < 0.99999  # the int8 graph is in use, not the float32 one
     assert int8.spec.graph.stat().st_size < fp32.spec.graph.stat().st_size / 2

@@ -142,6 +142,17 @@ def test_a_score_of_0_is_no_match_even_at_threshold_0() -> None:
     assert index.search(q * np.float32(0.0), 0.0, keyword={"c": 0.0}) == []
 
 
+def test_an_empty_index_takes_the_width_of_the_model_that_fills_it() -> None:
+    """A server starts with an empty index whatever its model: the first concepts added
+    (by an ingest) give it their width, 2 here as 384 or 48 elsewhere."""
+    filled = ConceptIndex().changed(added={"a": unit(1, 0), "b": unit(0.6, 0.8)},
+                                    members={"a": frozenset({"o"})})
+    fresh = ConceptIndex.build({"a": unit(1, 0), "b": unit(0.6, 0.8)}, {"a": frozenset({"o"})})
+    assert filled.matrix.shape == (2, 2)
+    assert filled.search(unit(1, 0), 0.0) == fresh.search(unit(1, 0), 0.0)
+    assert [c for c, _ in filled.search(unit(1, 0), 0.7)] == ["a"]
+
+
 def test_incremental_changes_match_a_fresh_build() -> None:
     vectors = {c: unit(i + 1, 3 - i) for i, c in enumerate("abc")}
     members = {c: frozenset({"o"}) for c in vectors}

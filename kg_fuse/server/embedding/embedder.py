@@ -174,6 +174,13 @@ class Embedder:
         self._load()
 
     def _run(self, texts: Sequence[str], release: bool = False) -> np.ndarray:
+        if self.spec.quantised and len(texts) > 1:
+            # ONNX Runtime's dynamic quantisation takes one activation scale per tensor,
+            # over the whole batch and its padding: a text's int8 vector would depend on
+            # the texts run with it (cosine 0.969 between one text alone and in a batch
+            # of 30). Run alone, a text gets the same vector every time, and no padding.
+            return np.concatenate([self._run(texts[i:i + 1], release and i == len(texts) - 1)
+                                   for i in range(len(texts))])
         encodings = self._tokenizer.encode_batch(list(texts))
         feeds = {name: np.array([getattr(e, attr) for e in encodings], dtype=np.int64)
                  for name, attr in (("input_ids", "ids"), ("attention_mask", "attention_mask"),

@@ -163,6 +163,11 @@ def read_folder(folder: Path) -> FolderModel:
         raise NotAModel(f"{folder}: model_type {kind!r} is not supported",
                         hint=f"kg-fuse serves {SUPPORTED}, e.g. bge-small-en-v1.5, "
                              "e5-small-v2, all-MiniLM-L6-v2")
+    sizes = [config.get(key) for key in ("hidden_size", "num_attention_heads",
+                                         "num_hidden_layers")]
+    if not all(isinstance(n, int) and n > 0 for n in sizes) or sizes[0] % sizes[1]:
+        raise NotAModel(f"{folder}/config.json: no usable hidden_size, num_attention_heads "
+                        "and num_hidden_layers", hint="copy the model's folder again")
     if config.get("position_embedding_type", "absolute") != "absolute" or \
             config.get("hidden_act", "gelu") not in ACTIVATIONS:
         raise NotAModel(f"{folder}: a BERT variant kg-fuse cannot reproduce "

@@ -96,7 +96,8 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
         # weights converted from TensorFlow name LayerNorm's scale and shift gamma and beta
         key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
             "LayerNorm.beta", "LayerNorm.bias")
-        out[key] = value.astype(np.float32) if value.dtype.kind == "f" else value
+        # float16, and bfloat16 where ml_dtypes gives numpy one (dtype kind "V"): widened
+        out[key] = value if value.dtype.kind in "iub" else value.astype(np.float32)
     return out
 
 

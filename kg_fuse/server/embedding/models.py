@@ -225,7 +225,9 @@ def add_model(path: Path, name: str | None = None) -> ModelSpec:
         if name in BUILT_IN or (root / name).exists():
             raise UsageError(f"a model named {name!r} exists already",
                              hint="choose another with --name NAME (kg-fuse model list)")
+        # copied and built beside the others, then renamed in: never half a model
         partial = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
+        spec = None
         try:
             _copy_folder(path, partial / "model")
             spec = _spec(name, partial / "model", read_folder(partial / "model"))
@@ -236,7 +238,7 @@ def add_model(path: Path, name: str | None = None) -> ModelSpec:
                                 hint="copy the model's folder again") from None
             os.replace(partial / "model", root / name)
         except BaseException:
-            if "spec" in locals():
+            if spec is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(spec.graph)
             raise

@@ -2,23 +2,26 @@
 
 ``onnxruntime.quantization.quantize_dynamic`` stores the weights of the matrix
 products (and the word-embedding table) as 8-bit integers and quantises activations as
-they come. Measured on all-MiniLM-L6-v2 over 200 varied texts (cosine of each int8
-vector to the float32 one), on an AVX2 CPU without VNNI:
+they come. Measured on all-MiniLM-L6-v2 over 200 varied texts, each run alone (cosine
+of each int8 vector to the float32 one), on an AVX2 CPU without VNNI:
 
 ==========================================  =======  ==========  ============
 settings                                    size     min cosine  median
 ==========================================  =======  ==========  ============
-QInt8, the defaults                         22.7 MB  0.856       0.963
-QUInt8 per channel                          22.8 MB  0.973       0.993
-QUInt8 per channel, FFN down-projections    33.4 MB  0.984       0.996
+QInt8, the defaults                         22.7 MB  0.851       0.964
+QUInt8 per channel                          22.8 MB  0.982       0.994
+QUInt8 per channel, FFN down-projections    33.4 MB  0.988       0.997
 kept in float32 (kept here)
-QUInt8 per channel, MatMul only             58.6 MB  0.971       0.994
+QUInt8 per channel, MatMul only             58.6 MB  0.982       0.994
 ==========================================  =======  ==========  ============
 
 The feed-forward down-projections take the GELU's long-tailed output, which 8 bits
 resolve worst; keeping those six products in float32 halves the loss for 11 MB.
-``reduce_range`` was worse (0.53 in an earlier trial). Vectors of the int8 variant are
-not those of the float32 model: a store embedded by one is not searched with the other.
+``reduce_range`` was worse (0.53 in an earlier trial). The activations' scale is one per
+tensor, over a whole batch and its padding, so the embedder runs an int8 model one text
+at a time (:meth:`~kg_fuse.server.embedding.embedder.Embedder.encode`): in a batch, the
+same text's vector moved by up to cosine 0.969. Vectors of the int8 variant are not those
+of the float32 model: a store embedded by one is not searched with the other.
 """
 
 from __future__ import annotations

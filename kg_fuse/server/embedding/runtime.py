@@ -1,4 +1,4 @@
-"""ONNX Runtime, imported one way by the model's file check and the embedder."""
+"""ONNX Runtime, imported one way by the embedder and the int8 quantiser."""
 
 from __future__ import annotations
 

@@ -288,7 +288,8 @@ def test_inode_table_shrinks_back_after_thousands_of_refreshes(
             assert len(result_names(mount.path(extra))) == 50
             os.rmdir(mount.path(extra))
             peak = max(peak, inode_table_size(mount))
-        assert peak > 500, f"the kernel never held many inodes (peak {peak})"
+        # (a score of 0 is no match: at threshold 0 a query lists what scores above it)
+        assert peak > 300, f"the kernel never held many inodes (peak {peak})"
         drop_caches()
         # the held file's inode stays; everything else may go
         settled = wait_until(lambda: (inode_table_size(mount) <= start + 20)

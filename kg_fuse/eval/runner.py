@@ -23,9 +23,9 @@ from kg_fuse.client import KgApiClient, SearchRequest, errors
 from kg_fuse.client.api import PAGE_SIZE_MAX
 from kg_fuse.client.models import ConceptHit
 from kg_fuse.eval.sets import QuerySet, RelevantQuery
-from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
-from kg_fuse.fs.queries.threshold import PRESET_SIZES, STANDARD
 from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.listing.execute import execute
+from kg_fuse.listing.plan import inheriting_plan
 
 RANK_DEPTH = 200
 CONCURRENCY = 2
@@ -93,8 +93,7 @@ class Evaluator:
     async def _listing(self, text: str) -> tuple[list[ConceptHit], float]:
         """What an inheriting query directory lists, and the threshold it used."""
         ontologies = (self.qset.ontology,) if self.qset.ontology else ()
-        plan = QueryPlan((Level(text, None, ontologies),), self.listing_limit,
-                         size=PRESET_SIZES[STANDARD] if self.cut else None)
+        plan = inheriting_plan(text, ontologies, self.listing_limit, self.cut)
         outcome = await execute(self.client, plan)
         return outcome.hits, outcome.primary.threshold_used
 

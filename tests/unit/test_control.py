@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from kg_fuse.fs.queries.threshold import InvalidThreshold, parse_threshold_file
 from kg_fuse.fs.tree.control import WriteSession
+from kg_fuse.fs.tree.meta import parse_threshold_file
+from kg_fuse.listing.thresholds import InvalidThreshold
 
 CURRENT = b"# Server default: 0.47\n0.7\n"
 

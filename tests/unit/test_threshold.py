@@ -7,15 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kg_fuse.fs.queries.saved import SavedQuery
-from kg_fuse.fs.queries.threshold import (
+from kg_fuse.fs.tree.meta import parse_threshold_file
+from kg_fuse.fs.tree.status import threshold_file
+from kg_fuse.listing.thresholds import (
     AutoAdjustment,
     InvalidThreshold,
     ThresholdSource,
     effective_threshold,
     floor_adjust,
-    parse_threshold_file,
 )
-from kg_fuse.fs.tree.status import threshold_file
 from tests.unit.explain import explain_one
 
 unit_interval = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -10,23 +10,18 @@ from pathlib import Path
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.queries.cut import relevance_cut
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
-from kg_fuse.fs.queries.searches import Level, LevelCount, QueryPlan
 from kg_fuse.fs.queries.state import ResultSet
-from kg_fuse.fs.queries.threshold import (
-    PRESET_SIZES,
-    AutoAdjustment,
-    DefaultOrigin,
-    Role,
-    ThresholdSource,
-    describe_source,
-    explain_thresholds,
-)
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
+from kg_fuse.listing.cut import relevance_cut
+from kg_fuse.listing.execute import LevelCount
+from kg_fuse.listing.explain import DefaultOrigin, Role, describe_source, explain_thresholds
+from kg_fuse.listing.plan import Level, QueryPlan
+from kg_fuse.listing.presets import PRESET_SIZES
+from kg_fuse.listing.thresholds import AutoAdjustment, ThresholdSource
 
 ADMIN = DefaultOrigin(0.5, "the admin endpoint", 1_700_000_000.0)
 PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", threshold=0.7)

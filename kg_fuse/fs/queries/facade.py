@@ -30,8 +30,9 @@ from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistr
 from kg_fuse.fs.queries.results import Fetched, ResultCache
 from kg_fuse.fs.queries.saved import Link, QueryPath, SavedQuery, parse_query_dir_name
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
-from kg_fuse.fs.queries.threshold import Threshold, ThresholdExplanation
 from kg_fuse.fs.queries.watcher import Polled, ServerWatcher
+from kg_fuse.listing.explain import ThresholdExplanation
+from kg_fuse.listing.thresholds import Threshold
 
 log = logging.getLogger(__name__)
 

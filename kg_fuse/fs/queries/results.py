@@ -26,7 +26,6 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.errors import RETRIED
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.render import concept_markdown
-from kg_fuse.fs.queries.searches import PlanOutcome, QueryPlan, execute
 from kg_fuse.fs.queries.state import (
     Dropped,
     Failure,
@@ -35,6 +34,8 @@ from kg_fuse.fs.queries.state import (
     ResultFile,
     ResultSet,
 )
+from kg_fuse.listing.execute import PlanOutcome, execute
+from kg_fuse.listing.plan import QueryPlan
 from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)

@@ -28,16 +28,16 @@ from kg_fuse import private
 from kg_fuse.client.models import threshold_presets
 from kg_fuse.fs.kernel.errnos import InvalidName
 from kg_fuse.fs.kernel.names import UNSAFE
-from kg_fuse.fs.queries.threshold import (
+from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.listing.presets import PRESET_OFFSETS
+from kg_fuse.listing.thresholds import (
     INHERIT_WORDS,
-    PRESET_OFFSETS,
     AutoAdjustment,
     InvalidThreshold,
     Threshold,
     parse_preset,
     parse_threshold_value,
 )
-from kg_fuse.limits import DEFAULT_LIMIT
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
-from kg_fuse.fs.queries.threshold import DefaultOrigin
+from kg_fuse.listing.explain import DefaultOrigin
 from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)

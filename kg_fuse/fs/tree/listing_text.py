@@ -1,5 +1,5 @@
 """What ``.meta/status`` says of a listing in words: counts as a person writes them,
-where the listing stopped and what stopped it (``queries/cut.py``), why an empty one is
+where the listing stopped and what stopped it (``kg_fuse.listing.cut``), why an empty one is
 empty, and how to see more, offered only where it would list more.
 
 Pure functions of the listing (``ResultSet``: its plan, cut, counts and the server's
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kg_fuse.fs.queries.cut import CUT_GAP, Cut, CutReason
-from kg_fuse.fs.queries.threshold import PRESET_SIZES
 from kg_fuse.limits import MAX_LIMIT
+from kg_fuse.listing.cut import CUT_GAP, Cut, CutReason
+from kg_fuse.listing.presets import PRESET_SIZES
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.state import ResultSet

@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kg_fuse.fs.kernel.errnos import Invalid
 from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.fs.queries.saved import QueryPath, SavedQuery
-from kg_fuse.fs.queries.threshold import INHERIT_WORDS, InvalidThreshold, parse_threshold_file
 from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
 from kg_fuse.limits import DEFAULT_LIMIT, MAX_LIMIT
+from kg_fuse.listing.thresholds import INHERIT_WORDS, InvalidThreshold, Threshold, parse_threshold
 
 if TYPE_CHECKING:
     from kg_fuse.fs.tree.shape import Tree
@@ -27,7 +28,7 @@ MAX_TERM_CHARS = 500  # the longest exclude/union term accepted
 MAX_TERMS = 100
 
 
-class InvalidSetting(InvalidThreshold):
+class InvalidSetting(Invalid):
     """Text that is not a valid value for a control file (EINVAL)."""
 
 
@@ -46,6 +47,29 @@ def _values(data: bytes) -> list[str]:
 def _short(text: str) -> str:
     """A hostile value's first characters, for messages and logs."""
     return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def parse_threshold_file(data: bytes) -> Threshold:
+    """Parse what was written to ``.meta/threshold``: a number, a preset word
+    (``exact``, ``standard`` = inherit, ``comprehensive``), or None for inherit.
+
+    Comment lines (``#``) and blank lines are ignored, so saving the file unchanged
+    from an editor keeps it inheriting. Empty means inherit.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidThreshold("not UTF-8 text") from None
+    tokens: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            tokens.extend(stripped.split())
+    if not tokens:
+        return None
+    if len(tokens) > 1:
+        raise InvalidThreshold(f"expected one value, got {len(tokens)}")
+    return parse_threshold(tokens[0])
 
 
 def parse_limit(data: bytes) -> int | None:

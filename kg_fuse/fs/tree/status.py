@@ -19,15 +19,6 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
-from kg_fuse.fs.queries.threshold import (
-    PRESET_OFFSETS,
-    FilterLevel,
-    Role,
-    ThresholdExplanation,
-    describe_default,
-    describe_source,
-    preset_value,
-)
 from kg_fuse.fs.tree.listing_text import (
     counted,
     cut_text,
@@ -35,10 +26,18 @@ from kg_fuse.fs.tree.listing_text import (
     more_text,
     one_line,
 )
+from kg_fuse.listing.explain import (
+    FilterLevel,
+    Role,
+    ThresholdExplanation,
+    describe_default,
+    describe_source,
+)
+from kg_fuse.listing.presets import PRESET_OFFSETS, preset_value
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.queries.searches import LevelCount
     from kg_fuse.fs.queries.state import ResultSet
+    from kg_fuse.listing.execute import LevelCount
 
 
 def _fmt(value: float | None) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import platformdirs
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 from kg_fuse.console import Command, absolute_paths, add_commands, option
 from kg_fuse.exits import UsageError
 from kg_fuse.server import server_commands
@@ -87,8 +87,8 @@ def client_options(environ: Mapping[str, str], secret_file: Path) -> list[str]:
     client_id, secret = (environ.get(name) for name in CLIENT_ENV)
     if not (client_id and secret):
         return []
-    private.create_dir(secret_file.parent)
-    with open(private.open_private(secret_file, append=False), "w", encoding="utf-8") as f:
+    owner_only.create_dir(secret_file.parent)
+    with open(owner_only.open_private(secret_file, append=False), "w", encoding="utf-8") as f:
         f.write(secret + "\n")
     return ["--client-id", client_id, "--client-secret-file", str(secret_file)]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 from kg_fuse.console import (
     Command,
     absolute_paths,
@@ -128,8 +128,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _setup_logging(log_file: Path | None, debug: bool) -> None:
     handler: logging.Handler
     if log_file is not None:
-        private.create_dir(log_file.parent)
-        os.close(private.open_private(log_file))  # every search text: owner only
+        owner_only.create_dir(log_file.parent)
+        os.close(owner_only.open_private(log_file))  # every search text: owner only
         handler = logging.FileHandler(log_file)
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -174,10 +174,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
     leave_working_directory()  # a mount started inside another would keep it busy
 
-    fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
-    fixed += private.private_files([args.log_file] if args.log_file else [])
+    fixed = owner_only.private_dirs(paths.mount_private_dirs(mountpoint))
+    fixed += owner_only.private_files([args.log_file] if args.log_file else [])
     _setup_logging(args.log_file, args.debug)
-    private.log_fixed(fixed)
+    owner_only.log_fixed(fixed)
     try:
         _settle_store(args, mountpoint)
     except CommandError as exc:
@@ -228,7 +228,7 @@ def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
     from kg_fuse.fs.queries.saved import QueryStore, StoreCorrupt, StoreInUse
 
     for folder in paths.mount_private_dirs(mountpoint):  # the store's folders: private
-        private.create_dir(folder)  # from the first (an existing one the mount fixes)
+        owner_only.create_dir(folder)  # from the first (an existing one the mount fixes)
     store = QueryStore(paths.mount_state_dir(mountpoint))
     try:
         if args.restore_store is not None:
@@ -255,7 +255,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     """Start a foreground mount as a detached child; return once it is ready."""
     log_file = args.log_file or paths.mount_log_path(mountpoint)
     for folder in [*paths.mount_private_dirs(mountpoint), log_file.parent]:
-        private.create_dir(folder)  # an existing one the mount fixes, and says so
+        owner_only.create_dir(folder)  # an existing one the mount fixes, and says so
     argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
             "--log-file", str(log_file),
             *_forwarded(args, exclude={"foreground", "log_file", "start_empty", "restore_store"})]

@@ -14,8 +14,8 @@ from kg_fuse.fs.queries.saved import (
     _query_to_toml,
     parse_query_dir_name,
 )
-from kg_fuse.fs.tree.meta import parse_threshold_file
-from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.tree.meta.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.tree.meta.values import parse_threshold_file
 from kg_fuse.listing.presets import preset_value
 from kg_fuse.listing.thresholds import InvalidThreshold, ThresholdSource, effective_threshold
 from tests.unit.explain import explain_one

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kg_fuse.fs.queries.saved import SavedQuery
-from kg_fuse.fs.tree.meta import parse_threshold_file
-from kg_fuse.fs.tree.status import threshold_file
+from kg_fuse.fs.tree.meta.status import threshold_file
+from kg_fuse.fs.tree.meta.values import parse_threshold_file
 from kg_fuse.listing.thresholds import (
     AutoAdjustment,
     InvalidThreshold,

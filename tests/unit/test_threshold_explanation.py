@@ -15,7 +15,7 @@ from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
 from kg_fuse.fs.queries.state import ResultSet
 from kg_fuse.fs.queries.watcher import ServerWatcher
-from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.tree.meta.status import query_toml, status_file, threshold_file
 from kg_fuse.listing.cut import relevance_cut
 from kg_fuse.listing.execute import LevelCount
 from kg_fuse.listing.explain import DefaultOrigin, Role, describe_source, explain_thresholds

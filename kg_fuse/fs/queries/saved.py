@@ -24,7 +24,7 @@ from typing import Any
 
 import tomli_w
 
-from kg_fuse import private
+from kg_fuse import owner_only
 from kg_fuse.client.models import threshold_presets
 from kg_fuse.fs.kernel.errnos import InvalidName
 from kg_fuse.fs.kernel.names import UNSAFE
@@ -293,7 +293,7 @@ class QueryStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        private.create_dir(self.directory)  # saved search texts: owner only
+        owner_only.create_dir(self.directory)  # saved search texts: owner only
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
-from kg_fuse.fs.tree.listing_text import (
+from kg_fuse.fs.tree.meta.listing_text import (
     counted,
     cut_text,
     format_threshold,

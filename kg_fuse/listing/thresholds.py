@@ -139,14 +139,22 @@ def effective_threshold(
     return EffectiveThreshold(own, ThresholdSource.OVERRIDE, own)
 
 
-def floor_adjust(typed: float, suggested: float, server_default: float) -> AutoAdjustment | None:
+def auto_adjustable(threshold: Threshold) -> bool:
+    """Whether a new query's threshold may be auto-adjusted at creation: a typed number
+    only (a preset follows the default; an inheriting query has nothing to lower)."""
+    return isinstance(threshold, float)
+
+
+def floor_adjust(typed: float, suggested: float, server_default: float | None
+                 ) -> AutoAdjustment | None:
     """The creation-time auto-adjust for a query whose typed threshold found nothing.
 
     The new threshold is max(suggested, server default); when the floor binds
     (suggested <= default) the query goes back to inheriting. Returns None when the
-    adjustment would not lower the threshold (it never raises one).
+    adjustment would not lower the threshold (it never raises one), and while the
+    default is unknown (the query stays as typed: no floor, no adjustment).
     """
-    if max(suggested, server_default) >= typed:
+    if server_default is None or max(suggested, server_default) >= typed:
         return None
     if suggested <= server_default:
         return AutoAdjustment(typed, None, suggested, server_default)

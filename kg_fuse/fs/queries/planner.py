@@ -86,8 +86,6 @@ class Planner:
         """The probed query lowered to the suggestion, never below the server default
         (as typed while the default is unknown)."""
         assert isinstance(query.threshold, float)
-        if default is None:
-            return query
         adjustment = floor_adjust(query.threshold, suggestion, default)
         if adjustment is None:
             return query

@@ -1,4 +1,5 @@
-"""The client's commands: ``mount``, ``unmount`` and ``status``."""
+"""The client's commands: ``mount`` and ``status``, and unmounting (the ``unmount``
+command, which may stop the server too, is :mod:`kg_fuse.unmount`)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ _MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to fo
 
 
 def _commands() -> list[Command]:
-    """``mount``, ``unmount`` and ``status``, as data (built when the parser is, so the
-    paths their help names follow the environment)."""
+    """``mount`` and ``status``, as data (built when the parser is, so the paths their
+    help names follow the environment)."""
     return [
         Command(
             "mount", help="mount saved queries at MOUNTPOINT",
@@ -96,21 +97,6 @@ def _commands() -> list[Command]:
                 option("--debug", action="store_true", help="log at DEBUG level"),
             ]),
         Command(
-            "unmount", help="unmount, also a mount whose process died",
-            description="""Unmount MOUNTPOINT, a kg-fuse mount (also one whose process died:
-            'transport endpoint is not connected'); any other filesystem mounted there is
-            refused and left as it is. The embedded server keeps running, since other mounts
-            may use it: add --stop-server, or run 'kg-fuse server stop'. A shell inside the
-            mount keeps it busy: cd out first.""",
-            handler=cmd_unmount, options=[
-                option("mountpoint", type=Path, help="where kg-fuse is mounted"),
-                option("--stop-server", action="store_true",
-                       help="also stop the embedded server started on this machine"),
-                option("--data-dir", type=Path, metavar="DIR",
-                       help="with --stop-server: stop the server started with this "
-                            f"--data-dir (default: the one on {paths.data_dir()})"),
-            ]),
-        Command(
             "status", help="say whether MOUNTPOINT is mounted and alive",
             description="""Print whether MOUNTPOINT is mounted, not mounted, or dead (its process
             ended); exit 0 only when mounted. Only kg-fuse's mounts count: another filesystem
@@ -120,8 +106,11 @@ def _commands() -> list[Command]:
     ]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parsers = add_commands(subparsers, _commands())
+def register(subparsers: argparse._SubParsersAction, unmount: Command) -> None:
+    """``mount``, ``unmount`` and ``status``, in that order; ``unmount`` is declared above
+    the filesystem (:mod:`kg_fuse.unmount`), since it may stop the server too."""
+    mount, status = _commands()
+    parsers = add_commands(subparsers, [mount, unmount, status])
     _MOUNT_OPTIONS[:] = forwarded_options(parsers["mount"])
 
 
@@ -322,8 +311,9 @@ def _mount_state(mountpoint: Path, refusal: str) -> tuple[str, MountEntry | None
     return ("mounted", entry) if entry is not None else ("not mounted", None)
 
 
-def cmd_unmount(args: argparse.Namespace) -> int:
-    mountpoint = args.mountpoint.absolute()
+def unmount(mountpoint: Path) -> int:
+    """Unmount the kg-fuse mount at ``mountpoint`` (also one whose process died): 0, or
+    1 when nothing of kg-fuse's is mounted there (said on stderr)."""
     state, entry = _mount_state(mountpoint, "nothing was unmounted: kg-fuse unmounts only "
                                             "what kg-fuse mounted")
     if entry is None:
@@ -338,10 +328,6 @@ def cmd_unmount(args: argparse.Namespace) -> int:
             raise CommandError(f"{mountpoint} is busy: a shell or program is using it",
                                hint=f"cd out of it; see who with: fuser -vm {mountpoint}")
         raise CommandError(f"unmounting {mountpoint} failed: {said or result.returncode}")
-    if args.stop_server:
-        from kg_fuse.server import lifecycle
-
-        return lifecycle.stop(args.data_dir)
     return result.returncode
 
 

@@ -226,28 +226,42 @@ def _query_to_toml(q: SavedQuery) -> dict[str, Any]:
     return out
 
 
-def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
+def _adjustment_from_toml(raw: dict[str, Any]) -> AutoAdjustment | None:
     adj_raw = raw.get("auto_adjusted")
-    adj = None
-    if adj_raw is not None:
-        adj = AutoAdjustment(
-            from_value=float(adj_raw["from"]),
-            to_value=_threshold_from_toml(adj_raw["to"]),
-            suggested=float(adj_raw["suggested"]),
-            server_default=float(adj_raw["server_default"]),
-        )
+    if adj_raw is None:
+        return None
+    return AutoAdjustment(
+        from_value=float(adj_raw["from"]),
+        to_value=_threshold_from_toml(adj_raw["to"]),
+        suggested=float(adj_raw["suggested"]),
+        server_default=float(adj_raw["server_default"]),
+    )
+
+
+def _path_from_toml(raw: dict[str, Any]) -> QueryPath:
+    path = raw.get("path") or [raw["name"]]
+    if not isinstance(path, list) or not all(isinstance(p, str) and p for p in path):
+        raise ValueError(f"bad query path {path!r}")
+    return tuple(path)
+
+
+def _limit_from_toml(raw: dict[str, Any]) -> int | None:
+    limit = raw.get("limit")
+    if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= 1000):
+        raise ValueError(f"bad limit {limit!r}")
+    return limit
+
+
+def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
+    adj = _adjustment_from_toml(raw)
     threshold = _threshold_from_toml(raw.get("threshold", INHERIT_WORDS[0]))
     if adj is not None and adj.to_value != threshold:  # rewritten by hand since
         log.info("dropping an auto-adjustment record that no longer applies: %r", adj)
         adj = None
-    path = raw.get("path") or [raw["name"]]
-    if not isinstance(path, list) or not all(isinstance(p, str) and p for p in path):
-        raise ValueError(f"bad query path {path!r}")
-    limit = raw.get("limit")
-    if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= 1000):
-        raise ValueError(f"bad limit {limit!r}")
+    path = _path_from_toml(raw)
+    limit = _limit_from_toml(raw)
     return SavedQuery(
-        path=tuple(path),
+        path=path,
         text=str(raw["text"]),
         threshold=threshold,
         created_at=str(raw.get("created_at") or now_iso()),

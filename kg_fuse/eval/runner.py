@@ -104,22 +104,28 @@ class Evaluator:
         return GibberishResult(text, top.score if top else 0.0, top.label if top else "",
                                len(listing), used)
 
-    async def relevant_one(self, query: RelevantQuery) -> RelevantResult:
-        wanted = set(query.expect)
+    async def _probe(self, text: str, wanted: set[str]
+                     ) -> tuple[tuple[int, ConceptHit] | None, ConceptHit | None]:
+        """Everything scored, paged until a ``wanted`` label turns up or ``depth``
+        results were seen: the first wanted hit with its 1-based rank (None: not within
+        the depth), and the top hit (None: nothing scored)."""
         best = None
         top = None
         seen = 0
         while seen < self.depth:
-            page = await self._search(query.text, min(PAGE_SIZE_MAX, self.depth - seen),
+            page = await self._search(text, min(PAGE_SIZE_MAX, self.depth - seen),
                                       0.0, offset=seen)
             top = top or (page.results[0] if page.results else None)
-            for i, hit in enumerate(page.results):
-                if hit.label in wanted:
-                    best = (seen + i + 1, hit)
-                    break
+            best = next(((seen + i + 1, hit) for i, hit in enumerate(page.results)
+                         if hit.label in wanted), None)
             seen += len(page.results)
             if best or len(page.results) < PAGE_SIZE_MAX:
                 break
+        return best, top
+
+    async def relevant_one(self, query: RelevantQuery) -> RelevantResult:
+        wanted = set(query.expect)
+        best, top = await self._probe(query.text, wanted)
         listing, used = await self._listing(query.text)
         listed_rank = next((i + 1 for i, hit in enumerate(listing)
                             if hit.label in wanted), None)

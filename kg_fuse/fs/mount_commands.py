@@ -30,6 +30,7 @@ from kg_fuse.fs.kernel import mounts
 from kg_fuse.fs.kernel.mounts import MountEntry
 
 if TYPE_CHECKING:
+    from kg_fuse.client.credentials import Connection
     from kg_fuse.fs.queries.saved import StoreCorrupt
 
 log = logging.getLogger(__name__)
@@ -133,31 +134,47 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     absolute_paths(args)  # the mount runs in /
     mountpoint = args.mountpoint
+    _check_mountpoint(mountpoint, args.nonempty)
+    connection = _connection(args)
+    if not args.foreground:
+        _settle_store(args, mountpoint)
+        return _mount_in_background(args, mountpoint)
+    return _mount_in_foreground(args, mountpoint, connection)
+
+
+def _check_mountpoint(mountpoint: Path, nonempty: bool) -> None:
+    """A directory, not mounted on yet, and empty unless ``--nonempty``."""
     if not mountpoint.is_dir():
         what = "does not exist" if not mountpoint.exists() else "is not a directory"
         raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint} is already a mountpoint",
                          hint=f"kg-fuse status {mountpoint}; kg-fuse unmount {mountpoint}")
-    if not args.nonempty and any(os.scandir(mountpoint)):
+    if not nonempty and any(os.scandir(mountpoint)):
         raise UsageError(f"{mountpoint} is not empty: mounting would hide its files",
                          hint="use an empty directory, or add --nonempty")
+
+
+def _connection(args: argparse.Namespace) -> Connection:
+    """The server and credentials the options name (see ``client.credentials``)."""
     from kg_fuse.client.credentials import resolve_connection  # httpx, trio: only to mount
     from kg_fuse.client.errors import KgError
 
     try:
         secret_file = str(args.client_secret_file) if args.client_secret_file else None
-        connection = resolve_connection(args.api_url, args.client_id, secret_file,
-                                        role="admin" if args.admin else "user",
-                                        data_dir=str(args.data_dir) if args.data_dir else None)
+        return resolve_connection(args.api_url, args.client_id, secret_file,
+                                  role="admin" if args.admin else "user",
+                                  data_dir=str(args.data_dir) if args.data_dir else None)
     except (KgError, OSError) as exc:
         raise UsageError(str(exc), hint=f"kg-fuse server start"
                                         f"{paths.data_dir_args(args.data_dir)}, or pass "
                                         "--api-url") from None
-    if not args.foreground:
-        _settle_store(args, mountpoint)
-        return _mount_in_background(args, mountpoint)
 
+
+def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
+                         connection: Connection) -> int:
+    """Serve the mount here until it is unmounted; a refusal is logged (and said on the
+    terminal too when the log goes to a file)."""
     from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
     from kg_fuse.fs.queries.saved import StoreCorrupt
 

@@ -2,10 +2,10 @@
 
 Picks ``--pick`` queries at random (``--seed``) from the relevant queries of the given
 sets, lists each the way a query directory that inherits the default does (the mount's
-own plan code, not cut: every file above the default, up to ``--limit``), and prints
-JSON: per query its text, the sets' expected labels, and every listed file's label,
-score and description. A person then marks each
-label relevant or not; ``kg_fuse/eval/sets/judged-*.toml`` hold those judgments.
+plan code in kg_fuse.listing, not cut: every file above the default, up to
+``--limit``), and prints JSON: per query its text, the sets' expected labels, and every
+listed file's label, score and description. A person then marks each label relevant or
+not; ``kg_fuse/eval/sets/judged-*.toml`` hold those judgments.
 
     python scripts/listings_to_judge.py --api-url URL --set stdlib --set heldout \\
         --pick 22 --seed 24 > to-judge.json

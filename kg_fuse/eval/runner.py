@@ -5,9 +5,9 @@ Each query is searched twice:
 * a *probe* with ``min_similarity=0`` (everything scored), paged until an expected
   concept turns up or :data:`RANK_DEPTH` results were seen: its best score and rank;
 * the *listing* the mount would show: ``min_similarity`` omitted (the server default
-  applies), the mount's default listing limit, and the mount's own plan code, so the
-  listing stops where the mount's relevance cut stops it (``--no-cut``: everything above
-  the default, as an explicit threshold lists).
+  applies), the mount's default listing limit, and the plan and cut the mount lists with
+  (:mod:`kg_fuse.listing`), so the listing stops where the mount's relevance cut stops it
+  (``--no-cut``: everything above the default, as an explicit threshold lists).
 
 The figures are therefore what a user of ``mkdir "<query>"`` would see, whatever the
 server does inside (vector, keyword or fused scoring).

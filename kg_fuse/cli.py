@@ -14,7 +14,7 @@ from kg_fuse.console import Parser, VersionAction, run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kg_fuse import systemd
+    from kg_fuse import systemd, unmount
     from kg_fuse.eval import commands as eval_commands
     from kg_fuse.fs import mount_commands as fs_commands
     from kg_fuse.server import model_commands, server_commands
@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                        title="commands")
-    fs_commands.register(subparsers)
+    fs_commands.register(subparsers, unmount.command())
     server_commands.register(subparsers)
     model_commands.register(subparsers)
     eval_commands.register(subparsers)

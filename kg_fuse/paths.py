@@ -47,7 +47,7 @@ def server_log_path(base: Path | None = None) -> Path:
 
 
 def server_private_dirs(base: Path | None = None) -> list[Path]:
-    """The server's folders, kept 0700 (see :mod:`kg_fuse.private`): its store, pid file
+    """The server's folders, kept 0700 (see :mod:`kg_fuse.owner_only`): its store, pid file
     and log, and the credentials' folder. A ``--data-dir`` of the user's choosing is
     theirs: only its ``server`` folder is kg-fuse's."""
     owned = [] if base is not None else [data_dir()]

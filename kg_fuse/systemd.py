@@ -23,7 +23,7 @@ from pathlib import Path
 
 import platformdirs
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 from kg_fuse.console import Command, absolute_paths, add_commands, option
 from kg_fuse.exits import UsageError
 from kg_fuse.server import server_commands
@@ -87,8 +87,8 @@ def client_options(environ: Mapping[str, str], secret_file: Path) -> list[str]:
     client_id, secret = (environ.get(name) for name in CLIENT_ENV)
     if not (client_id and secret):
         return []
-    private.create_dir(secret_file.parent)
-    with open(private.open_private(secret_file, append=False), "w", encoding="utf-8") as f:
+    owner_only.create_dir(secret_file.parent)
+    with open(owner_only.open_private(secret_file, append=False), "w", encoding="utf-8") as f:
         f.write(secret + "\n")
     return ["--client-id", client_id, "--client-secret-file", str(secret_file)]
 
@@ -243,26 +243,42 @@ def install_command(args: argparse.Namespace) -> int:
         raise UsageError("nothing to install", hint="add --mount MOUNTPOINT")
     args.mounts = [mountpoint.expanduser() for mountpoint in args.mounts]
     absolute_paths(args)  # a unit runs in no directory of the user's
-    serve = server_commands.serve_argv(args) if with_server else None
-    if serve is not None and args.log_file is not None:
-        serve += ["--log-file", str(args.log_file)]
-    for mountpoint in args.mounts:
-        if mountpoint.exists() and not mountpoint.is_dir():
-            raise UsageError(f"{mountpoint} is not a directory",
-                             hint="give the directory to mount at")
-        mountpoint.mkdir(parents=True, exist_ok=True)
+    serve = _serve_argv(args) if with_server else None
+    _make_mountpoints(args.mounts)
     environ = dict(os.environ)
     directory = args.unit_dir or unit_dir()
     written = install(args.mounts, serve, _mount_args(args, with_server, environ), directory,
                       enable=not args.no_enable, environ=environ)
-    mounted_at = {mount_unit_name(m): m for m in args.mounts}
+    _say_written(written, args.mounts)
+    return 0
+
+
+def _serve_argv(args: argparse.Namespace) -> list[str]:
+    """The server unit's command: ``serve`` with the options given, and its log file."""
+    serve = server_commands.serve_argv(args)
+    if args.log_file is not None:
+        serve += ["--log-file", str(args.log_file)]
+    return serve
+
+
+def _make_mountpoints(mountpoints: list[Path]) -> None:
+    """Each mountpoint a directory, made if missing."""
+    for mountpoint in mountpoints:
+        if mountpoint.exists() and not mountpoint.is_dir():
+            raise UsageError(f"{mountpoint} is not a directory",
+                             hint="give the directory to mount at")
+        mountpoint.mkdir(parents=True, exist_ok=True)
+
+
+def _say_written(written: list[Path], mountpoints: list[Path]) -> None:
+    """Which units were written (and where each mount's mounts), and how to start them."""
+    mounted_at = {mount_unit_name(m): m for m in mountpoints}
     for path in written:
         at = f" (mounts {mounted_at[path.name]})" if path.name in mounted_at else ""
         print(f"wrote {path}{at}")
     names = " ".join(shlex.quote(p.name) for p in written)
     print(f"start them now with:  systemctl --user daemon-reload && "
           f"systemctl --user start {names}")
-    return 0
 
 
 def uninstall_command(args: argparse.Namespace) -> int:

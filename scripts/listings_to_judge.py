@@ -2,9 +2,10 @@
 
 Picks ``--pick`` queries at random (``--seed``) from the relevant queries of the given
 sets, lists each the way a query directory that inherits the default does (the mount's
-own plan code, ``--limit`` files), and prints JSON: per query its text, the sets' expected
-labels, and every listed file's label, score and description. A person then marks each
-label relevant or not; ``kg_fuse/eval/sets/judged-*.toml`` hold those judgments.
+plan code in kg_fuse.listing, not cut: every file above the default, up to
+``--limit``), and prints JSON: per query its text, the sets' expected labels, and every
+listed file's label, score and description. A person then marks each label relevant or
+not; ``kg_fuse/eval/sets/judged-*.toml`` hold those judgments.
 
     python scripts/listings_to_judge.py --api-url URL --set stdlib --set heldout \\
         --pick 22 --seed 24 > to-judge.json
@@ -20,8 +21,9 @@ import trio
 
 from kg_fuse.client import KgApiClient, resolve_connection
 from kg_fuse.eval import sets
-from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
 from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.listing.execute import execute
+from kg_fuse.listing.plan import inheriting_plan
 
 
 async def _listings(api_url: str, queries: list[sets.RelevantQuery], ontology: str | None,
@@ -31,8 +33,9 @@ async def _listings(api_url: str, queries: list[sets.RelevantQuery], ontology: s
     out = []
     try:
         for query in queries:
-            levels = (Level(query.text, None, (ontology,) if ontology else ()),)
-            outcome = await execute(client, QueryPlan(levels, limit))
+            plan = inheriting_plan(query.text, (ontology,) if ontology else (), limit,
+                                   cut=False)
+            outcome = await execute(client, plan)
             out.append({"text": query.text, "expect": list(query.expect),
                         "listing": [{"label": h.label, "score": round(h.score, 4),
                                      "description": h.description[:240]}

@@ -77,6 +77,19 @@ class OpCounter:
         for name in OPS:
             setattr(cls, name, self.wrap(name, getattr(cls, name)))
 
+    def instrument_at_init(self) -> None:
+        """Instrument the ``Operations`` class of whatever filesystem this process hands
+        to ``pyfuse3.init`` (the kg-fuse daemon's or the reference's), before it serves."""
+        import pyfuse3
+
+        init = pyfuse3.init
+
+        def counted_init(operations: object, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.instrument(type(operations))
+            return init(operations, *args, **kwargs)
+
+        pyfuse3.init = counted_init
+
     def dump(self, path: str) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         data = {"ops": self.ops, "process_cpu_ns": int((usage.ru_utime + usage.ru_stime) * 1e9)}
@@ -91,15 +104,13 @@ def serve(kind: str, argv: list[str]) -> int:
     counter = OpCounter()
     path = os.environ[STATS_ENV]
     signal.signal(signal.SIGUSR2, lambda *_: counter.dump(path))
+    counter.instrument_at_init()
     if kind == "kg":
         from kg_fuse.cli import main as kg_main
-        from kg_fuse.fs.handlers.operations import KgOperations
 
-        counter.instrument(KgOperations)
         return kg_main(argv)
     import reffs
 
-    counter.instrument(reffs.ReferenceFs)
     sys.argv = ["reffs", *argv]
     return reffs.main()
 

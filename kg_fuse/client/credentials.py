@@ -70,6 +70,74 @@ def _same_server(a: str, b: str) -> bool:
     return a.rstrip("/") == b.rstrip("/")
 
 
+@dataclass(frozen=True)
+class _Files:
+    """The credentials files a lookup reads: the embedded server's (``named``: of a
+    ``--data-dir`` other than the default) and the platform CLI's."""
+
+    server: dict[str, Any]
+    server_path: Path
+    named: bool
+    cli: dict[str, Any]
+
+
+def _read_files(data_dir: str | None) -> _Files:
+    base = Path(data_dir) if data_dir else None
+    named = not paths.is_default_data_dir(base)  # a --data-dir other than the default
+    server_path = paths.server_credentials_path(base)
+    server_file = _read_json(server_path) or {}
+    if named and not server_file:
+        raise MissingCredentials(f"no credentials in {server_path}: no server has run on "
+                                 f"{data_dir}")
+    return _Files(server_file, server_path, named,
+                  _read_json(paths.platform_cli_config_path()) or {})
+
+
+def _address(api_url: str | None, files: _Files) -> str:
+    """The API address, first match wins: explicit, a named data directory's server,
+    the environment, the default data directory's server, the platform CLI's."""
+    return (
+        api_url
+        or (files.server.get("api_url") if files.named else None)
+        or os.environ.get("KG_API_URL")
+        or files.server.get("api_url")
+        or files.cli.get("api_url")
+        or paths.DEFAULT_API_URL
+    ).rstrip("/")
+
+
+def _from_platform_cli(url: str, files: _Files) -> Credentials | None:
+    """The platform CLI's client, if its file is for the same server (or names none)."""
+    if not files.cli:
+        return None
+    cli_url = files.cli.get("api_url")
+    if isinstance(cli_url, str) and not _same_server(cli_url, url):
+        return None
+    return _pair(files.cli.get("auth"), str(paths.platform_cli_config_path()), "oauth_")
+
+
+def _candidates(url: str, client_id: str | None, client_secret_file: str | None,
+                role: str, files: _Files) -> list[Credentials | None]:
+    """Every place credentials may come from, first match wins (None: nothing there)."""
+    env = os.environ
+    candidates: list[Credentials | None] = []
+    if client_id and client_secret_file:
+        secret = Path(client_secret_file).read_text(encoding="utf-8").strip()
+        source = f"--client-secret-file {client_secret_file}"
+        candidates.append(Credentials(client_id, secret, source))
+    from_server = None
+    if files.server and _same_server(str(files.server.get("api_url", url)), url):
+        from_server = _pair(files.server.get(role), f"{files.server_path} ({role})")
+    if files.named:
+        candidates.append(from_server)
+    if env.get("KG_CLIENT_ID") and env.get("KG_CLIENT_SECRET"):
+        candidates.append(Credentials(env["KG_CLIENT_ID"], env["KG_CLIENT_SECRET"], "environment"))
+    if not files.named:
+        candidates.append(from_server)
+    candidates.append(_from_platform_cli(url, files))
+    return candidates
+
+
 def resolve_connection(
     api_url: str | None = None,
     client_id: str | None = None,
@@ -82,46 +150,9 @@ def resolve_connection(
     ``role`` picks the embedded server's ``user`` (default) or ``admin`` client;
     ``data_dir`` the embedded server running on that data directory.
     """
-    env = os.environ
-    base = Path(data_dir) if data_dir else None
-    named = not paths.is_default_data_dir(base)  # a --data-dir other than the default
-    server_path = paths.server_credentials_path(base)
-    server_file = _read_json(server_path) or {}
-    if named and not server_file:
-        raise MissingCredentials(f"no credentials in {server_path}: no server has run on "
-                                 f"{data_dir}")
-    cli_file = _read_json(paths.platform_cli_config_path()) or {}
-
-    url = (
-        api_url
-        or (server_file.get("api_url") if named else None)
-        or env.get("KG_API_URL")
-        or server_file.get("api_url")
-        or cli_file.get("api_url")
-        or paths.DEFAULT_API_URL
-    ).rstrip("/")
-
-    candidates: list[Credentials | None] = []
-    if client_id and client_secret_file:
-        secret = Path(client_secret_file).read_text(encoding="utf-8").strip()
-        source = f"--client-secret-file {client_secret_file}"
-        candidates.append(Credentials(client_id, secret, source))
-    from_server = None
-    if server_file and _same_server(str(server_file.get("api_url", url)), url):
-        from_server = _pair(server_file.get(role), f"{server_path} ({role})")
-    if named and from_server:
-        candidates.append(from_server)
-    if env.get("KG_CLIENT_ID") and env.get("KG_CLIENT_SECRET"):
-        candidates.append(Credentials(env["KG_CLIENT_ID"], env["KG_CLIENT_SECRET"], "environment"))
-    if not named and from_server:
-        candidates.append(from_server)
-    if cli_file:
-        cli_url = cli_file.get("api_url")
-        if not isinstance(cli_url, str) or _same_server(cli_url, url):
-            candidates.append(
-                _pair(cli_file.get("auth"), str(paths.platform_cli_config_path()), "oauth_")
-            )
-    for found in candidates:
+    files = _read_files(data_dir)
+    url = _address(api_url, files)
+    for found in _candidates(url, client_id, client_secret_file, role, files):
         if found is not None:
             log.info("using client %s from %s for %s", found.client_id, found.source, url)
             reread = functools.partial(_reread, url, api_url, client_id, client_secret_file,
@@ -130,7 +161,7 @@ def resolve_connection(
     raise MissingCredentials(
         f"no client credentials for {url}: set KG_CLIENT_ID and KG_CLIENT_SECRET, "
         f"pass --client-id with --client-secret-file, start the embedded server "
-        f"(it writes {server_path}), or log in with the platform CLI"
+        f"(it writes {files.server_path}), or log in with the platform CLI"
     )
 
 

@@ -197,14 +197,21 @@ def _reading_extras(body: dict) -> dict[str, Any]:
             and isinstance(terms, list))
     if isinstance(near, list):
         extras["near_misses"] = tuple(
-            (clean_text(hit["label"]), float(hit["score"])) for hit in near
-            if isinstance(hit, dict) and isinstance(hit.get("label"), str)
-            and isinstance(hit.get("score"), int | float)
-            and math.isfinite(hit["score"]))
-    if isinstance(threshold, int | float) and math.isfinite(threshold) \
-            and 0.0 <= threshold <= 1.0:
+            (clean_text(hit["label"]), float(hit["score"])) for hit in near if _near_miss(hit))
+    if _score(threshold):
         extras["near_miss_threshold"] = float(threshold)
     return extras
+
+
+def _near_miss(hit: Any) -> bool:
+    """A near miss as our server sends one: a label and a finite score."""
+    return (isinstance(hit, dict) and isinstance(hit.get("label"), str)
+            and isinstance(hit.get("score"), int | float) and math.isfinite(hit["score"]))
+
+
+def _score(value: Any) -> bool:
+    """A finite number in [0, 1]."""
+    return isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kg_fuse.console import Command, add_commands, option
 from kg_fuse.eval import sets
 from kg_fuse.exits import install_hint
 from kg_fuse.limits import DEFAULT_LIMIT
+
+if TYPE_CHECKING:
+    from kg_fuse.eval.runner import EvalRun
 
 
 def _command() -> Command:
@@ -51,19 +55,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import trio
 
     from kg_fuse.client import KgApiClient, KgError, resolve_connection
-    from kg_fuse.eval import report
     from kg_fuse.eval.runner import Evaluator
 
-    if not 1 <= args.limit <= 1000:
-        print("kg-fuse eval: --limit must be in 1..1000", file=sys.stderr)
+    refused = _refused(args)
+    if refused is not None:
+        print(f"kg-fuse eval: {refused}", file=sys.stderr)
         return 2
-    if args.plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            print(f"kg-fuse eval: --plot needs matplotlib: {install_hint('plot')}",
-                  file=sys.stderr)
-            return 2
     try:
         qsets = [sets.load(name) for name in args.query_sets or ["stdlib"]]
         connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file)
@@ -85,6 +82,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except KgError as exc:  # the runner's parallel searches fail as one (one_failure)
         print(f"kg-fuse eval: {connection.api_url}: {exc}", file=sys.stderr)
         return 1
+    _report(args, results)
+    return 0
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    """Why the options cannot run, if they cannot."""
+    if not 1 <= args.limit <= 1000:
+        return "--limit must be in 1..1000"
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return f"--plot needs matplotlib: {install_hint('plot')}"
+    return None
+
+
+def _report(args: argparse.Namespace, results: list[EvalRun]) -> None:
+    """The runs as JSON or as text (with one table over several sets), and the plot."""
+    from kg_fuse.eval import report
+
     if args.json:
         print(report.to_json(results[0]) if len(results) == 1 else report.many_to_json(results))
     else:
@@ -96,4 +113,3 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         plot(results, args.plot)
         print(f"plot written to {args.plot}", file=sys.stderr)
-    return 0

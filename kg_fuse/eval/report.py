@@ -55,6 +55,23 @@ def query_precision(r: RelevantResult) -> float | None:
     return sum(label in good for label in listed) / len(listed) if listed else None
 
 
+def query_recall(r: RelevantResult) -> float | None:
+    """The share of a query's files judged relevant that are listed; None when none
+    was judged relevant."""
+    good = set(r.judged_relevant)
+    return sum(label in good for label in r.listed_labels) / len(good) if good else None
+
+
+def _unjudged(r: RelevantResult) -> int:
+    """How many of a query's listed files were never judged."""
+    return sum(1 for label in r.listed_labels
+               if label not in r.judged_relevant and label not in r.judged_irrelevant)
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 3) if values else None
+
+
 def judged(run: EvalRun) -> dict | None:
     """Precision and recall of the listings against the set's judgments (None: the set
     has none): per query, the share of its listed files judged relevant, and the share
@@ -64,43 +81,53 @@ def judged(run: EvalRun) -> dict | None:
     if not rows:
         return None
     precisions = [p for r in rows if (p := query_precision(r)) is not None]
-    recalls, unjudged = [], 0
-    for r in rows:
-        good = set(r.judged_relevant)
-        unjudged += sum(1 for label in r.listed_labels
-                        if label not in good and label not in r.judged_irrelevant)
-        if good:
-            recalls.append(sum(label in good for label in r.listed_labels) / len(good))
+    recalls = [q for r in rows if (q := query_recall(r)) is not None]
     return {
         "queries": len(rows),
-        "precision": round(statistics.fmean(precisions), 3) if precisions else None,
-        "recall": round(statistics.fmean(recalls), 3) if recalls else None,
+        "precision": _mean(precisions),
+        "recall": _mean(recalls),
         "empty_listings": len(rows) - len(precisions),
-        "unjudged_listed": unjudged,
+        "unjudged_listed": sum(_unjudged(r) for r in rows),
+    }
+
+
+def _scores(run: EvalRun) -> dict:
+    """The best scores' distributions, and how many relevant queries score above every
+    gibberish one."""
+    gib_best = [g.best_score for g in run.gibberish]
+    rel_best = [r.best_score for r in run.relevant if r.best_score is not None]
+    gib_max = max(gib_best) if gib_best else None
+    separated = (sum(1 for s in rel_best if s > gib_max) if gib_max is not None
+                 else len(rel_best))
+    return {
+        "gibberish": asdict(Distribution.of(gib_best)),
+        "relevant": asdict(Distribution.of(rel_best)),
+        "relevant_not_found": len(run.relevant) - len(rel_best),
+        "relevant_above_gibberish_max": separated,
+    }
+
+
+def _listed(run: EvalRun) -> dict:
+    """What a user sees at the default: gibberish that lists anything, relevant queries
+    whose expected concept is listed."""
+    gib_listing = [g for g in run.gibberish if g.listed]
+    hits = [r for r in run.relevant if r.hit]
+    return {
+        "gibberish_listing_anything": len(gib_listing),
+        "gibberish_listing_anything_pct": _pct(len(gib_listing), len(run.gibberish)),
+        "relevant_listed": len(hits),
+        "relevant_listed_pct": _pct(len(hits), len(run.relevant)),
     }
 
 
 def summary(run: EvalRun) -> dict:
     """The headline figures: distributions and the counts at the default."""
     defaults = sorted({r.threshold_used for r in [*run.gibberish, *run.relevant]})
-    gib_best = [g.best_score for g in run.gibberish]
-    rel_best = [r.best_score for r in run.relevant if r.best_score is not None]
-    gib_listing = [g for g in run.gibberish if g.listed]
-    hits = [r for r in run.relevant if r.hit]
-    gib_max = max(gib_best) if gib_best else None
-    separated = (sum(1 for s in rel_best if s > gib_max) if gib_max is not None
-                 else len(rel_best))
     return {
         "default_threshold": defaults[0] if len(defaults) == 1 else defaults,
         "listing_limit": run.listing_limit,
-        "gibberish": asdict(Distribution.of(gib_best)),
-        "relevant": asdict(Distribution.of(rel_best)),
-        "relevant_not_found": len(run.relevant) - len(rel_best),
-        "relevant_above_gibberish_max": separated,
-        "gibberish_listing_anything": len(gib_listing),
-        "gibberish_listing_anything_pct": _pct(len(gib_listing), len(run.gibberish)),
-        "relevant_listed": len(hits),
-        "relevant_listed_pct": _pct(len(hits), len(run.relevant)),
+        **_scores(run),
+        **_listed(run),
         "cut": run.cut,
         "listing_size": asdict(Distribution.of([float(r.listed) for r in run.relevant])),
         "judged": judged(run),
@@ -194,9 +221,17 @@ def format_text(run: EvalRun) -> str:
         f"/{len(run.relevant)}",
         "",
         f"At the default ({default_text}):",
-        f"  gibberish queries that list anything: {s['gibberish_listing_anything']}"
-        f"/{len(run.gibberish)} ({s['gibberish_listing_anything_pct']}%)",
+        *_at_the_default(run, s),
+        *_miss_lines(run),
     ]
+    return "\n".join(lines)
+
+
+def _at_the_default(run: EvalRun, s: dict) -> list[str]:
+    """Gibberish that lists anything (each query), relevant queries listed, the listings'
+    sizes, and the judgments' precision and recall."""
+    lines = [f"  gibberish queries that list anything: {s['gibberish_listing_anything']}"
+             f"/{len(run.gibberish)} ({s['gibberish_listing_anything_pct']}%)"]
     for g in sorted((g for g in run.gibberish if g.listed), key=lambda g: -g.best_score):
         lines.append(f"    {_short(repr(g.text), 44):<44} lists {g.listed}; "
                      f"top {g.best_label} {g.best_score:.3f}")
@@ -215,10 +250,14 @@ def format_text(run: EvalRun) -> str:
             f"; {judgments['empty_listings']} empty listings"
             + (f", {judgments['unjudged_listed']} listed files never judged"
                if judgments["unjudged_listed"] else ""))
+    return lines
+
+
+def _miss_lines(run: EvalRun) -> list[str]:
+    """The relevant queries whose expected concept is not listed, best scored first."""
     misses = [r for r in run.relevant if not r.hit]
-    if misses:
-        lines += ["", f"Misses ({len(misses)}): query, best expected concept with its score "
-                      "and rank, and the top result"]
-        misses.sort(key=lambda r: -(r.best_score or 0.0))
-        lines += [_miss_line(r) for r in misses]
-    return "\n".join(lines)
+    if not misses:
+        return []
+    misses.sort(key=lambda r: -(r.best_score or 0.0))
+    return ["", f"Misses ({len(misses)}): query, best expected concept with its score "
+                "and rank, and the top result", *(_miss_line(r) for r in misses)]

@@ -5,9 +5,9 @@ Each query is searched twice:
 * a *probe* with ``min_similarity=0`` (everything scored), paged until an expected
   concept turns up or :data:`RANK_DEPTH` results were seen: its best score and rank;
 * the *listing* the mount would show: ``min_similarity`` omitted (the server default
-  applies), the mount's default listing limit, and the mount's own plan code, so the
-  listing stops where the mount's relevance cut stops it (``--no-cut``: everything above
-  the default, as an explicit threshold lists).
+  applies), the mount's default listing limit, and the plan and cut the mount lists with
+  (:mod:`kg_fuse.listing`), so the listing stops where the mount's relevance cut stops it
+  (``--no-cut``: everything above the default, as an explicit threshold lists).
 
 The figures are therefore what a user of ``mkdir "<query>"`` would see, whatever the
 server does inside (vector, keyword or fused scoring).
@@ -23,9 +23,9 @@ from kg_fuse.client import KgApiClient, SearchRequest, errors
 from kg_fuse.client.api import PAGE_SIZE_MAX
 from kg_fuse.client.models import ConceptHit
 from kg_fuse.eval.sets import QuerySet, RelevantQuery
-from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
-from kg_fuse.fs.queries.threshold import PRESET_SIZES, STANDARD
 from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.listing.execute import execute
+from kg_fuse.listing.plan import inheriting_plan
 
 RANK_DEPTH = 200
 CONCURRENCY = 2
@@ -93,8 +93,7 @@ class Evaluator:
     async def _listing(self, text: str) -> tuple[list[ConceptHit], float]:
         """What an inheriting query directory lists, and the threshold it used."""
         ontologies = (self.qset.ontology,) if self.qset.ontology else ()
-        plan = QueryPlan((Level(text, None, ontologies),), self.listing_limit,
-                         size=PRESET_SIZES[STANDARD] if self.cut else None)
+        plan = inheriting_plan(text, ontologies, self.listing_limit, self.cut)
         outcome = await execute(self.client, plan)
         return outcome.hits, outcome.primary.threshold_used
 
@@ -105,22 +104,28 @@ class Evaluator:
         return GibberishResult(text, top.score if top else 0.0, top.label if top else "",
                                len(listing), used)
 
-    async def relevant_one(self, query: RelevantQuery) -> RelevantResult:
-        wanted = set(query.expect)
+    async def _probe(self, text: str, wanted: set[str]
+                     ) -> tuple[tuple[int, ConceptHit] | None, ConceptHit | None]:
+        """Everything scored, paged until a ``wanted`` label turns up or ``depth``
+        results were seen: the first wanted hit with its 1-based rank (None: not within
+        the depth), and the top hit (None: nothing scored)."""
         best = None
         top = None
         seen = 0
         while seen < self.depth:
-            page = await self._search(query.text, min(PAGE_SIZE_MAX, self.depth - seen),
+            page = await self._search(text, min(PAGE_SIZE_MAX, self.depth - seen),
                                       0.0, offset=seen)
             top = top or (page.results[0] if page.results else None)
-            for i, hit in enumerate(page.results):
-                if hit.label in wanted:
-                    best = (seen + i + 1, hit)
-                    break
+            best = next(((seen + i + 1, hit) for i, hit in enumerate(page.results)
+                         if hit.label in wanted), None)
             seen += len(page.results)
             if best or len(page.results) < PAGE_SIZE_MAX:
                 break
+        return best, top
+
+    async def relevant_one(self, query: RelevantQuery) -> RelevantResult:
+        wanted = set(query.expect)
+        best, top = await self._probe(query.text, wanted)
         listing, used = await self._listing(query.text)
         listed_rank = next((i + 1 for i, hit in enumerate(listing)
                             if hit.label in wanted), None)

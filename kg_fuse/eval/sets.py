@@ -24,6 +24,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "sets"
 CORPORA_DIR = Path(__file__).resolve().parent / "corpora"
@@ -103,21 +104,30 @@ def load(name_or_path: str) -> QuerySet:
         serve=str(raw.get("serve") or ""),
         ontology=raw.get("ontology") if isinstance(raw.get("ontology"), str) else None,
     )
-    for i, item in enumerate(raw.get("query") or []):
-        where = f"{path.name}: query #{i + 1}"
-        text = item.get("text") if isinstance(item, dict) else None
-        if not isinstance(text, str) or not text.strip():
-            raise QuerySetError(f"{where}: missing 'text'")
-        judged = {key: tuple(_strings(item.get(key, []), f"{where}: {key}"))
-                  for key in ("relevant", "irrelevant")}
-        qset.relevant.append(RelevantQuery(text.strip(),
-                                           tuple(_strings(item.get("expect"), where)),
-                                           **judged))
-    for other in _strings(raw.get("gibberish_sets", []), f"{path.name}: gibberish_sets"):
-        extra = _read(_locate(other, path.parent))
-        qset.gibberish += _strings(extra.get("queries", []), f"{other}: queries")
-    qset.gibberish += _strings(raw.get("gibberish", []), f"{path.name}: gibberish")
-    qset.gibberish = list(dict.fromkeys(qset.gibberish))
+    qset.relevant = [_relevant(item, f"{path.name}: query #{i + 1}")
+                     for i, item in enumerate(raw.get("query") or [])]
+    qset.gibberish = _gibberish(raw, path)
     if not qset.relevant and not qset.gibberish:
         raise QuerySetError(f"{path}: no queries")
     return qset
+
+
+def _relevant(item: Any, where: str) -> RelevantQuery:
+    """One ``[[query]]``: its text, the concepts expected, the judgments if any."""
+    text = item.get("text") if isinstance(item, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        raise QuerySetError(f"{where}: missing 'text'")
+    judged = {key: tuple(_strings(item.get(key, []), f"{where}: {key}"))
+              for key in ("relevant", "irrelevant")}
+    return RelevantQuery(text.strip(), tuple(_strings(item.get("expect"), where)), **judged)
+
+
+def _gibberish(raw: dict, path: Path) -> list[str]:
+    """The gibberish of the sets named in ``gibberish_sets``, then the file's own, each
+    query once."""
+    gibberish: list[str] = []
+    for other in _strings(raw.get("gibberish_sets", []), f"{path.name}: gibberish_sets"):
+        extra = _read(_locate(other, path.parent))
+        gibberish += _strings(extra.get("queries", []), f"{other}: queries")
+    gibberish += _strings(raw.get("gibberish", []), f"{path.name}: gibberish")
+    return list(dict.fromkeys(gibberish))

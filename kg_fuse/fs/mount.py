@@ -23,6 +23,7 @@ from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.facade import QueryService
+from kg_fuse.fs.queries.ingest import IngestBox
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
@@ -31,9 +32,8 @@ from kg_fuse.fs.queries.saved import QueryStore, StoreState
 from kg_fuse.fs.queries.state import QueryStates
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.attrs import Attributes
-from kg_fuse.fs.tree.control import ScratchFiles
-from kg_fuse.fs.tree.ingest import IngestBox
-from kg_fuse.fs.tree.shape import Tree
+from kg_fuse.fs.tree.meta.scratch import ScratchFiles
+from kg_fuse.fs.tree.mount_tree import Tree
 
 log = logging.getLogger(__name__)
 

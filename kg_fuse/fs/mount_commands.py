@@ -1,4 +1,5 @@
-"""The client's commands: ``mount``, ``unmount`` and ``status``."""
+"""The client's commands: ``mount`` and ``status``, and unmounting (the ``unmount``
+command, which may stop the server too, is :mod:`kg_fuse.unmount`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 from kg_fuse.console import (
     Command,
     absolute_paths,
@@ -29,6 +30,7 @@ from kg_fuse.fs.kernel import mounts
 from kg_fuse.fs.kernel.mounts import MountEntry
 
 if TYPE_CHECKING:
+    from kg_fuse.client.credentials import Connection
     from kg_fuse.fs.queries.saved import StoreCorrupt
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,8 @@ _MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to fo
 
 
 def _commands() -> list[Command]:
-    """``mount``, ``unmount`` and ``status``, as data (built when the parser is, so the
-    paths their help names follow the environment)."""
+    """``mount`` and ``status``, as data (built when the parser is, so the paths their
+    help names follow the environment)."""
     return [
         Command(
             "mount", help="mount saved queries at MOUNTPOINT",
@@ -96,21 +98,6 @@ def _commands() -> list[Command]:
                 option("--debug", action="store_true", help="log at DEBUG level"),
             ]),
         Command(
-            "unmount", help="unmount, also a mount whose process died",
-            description="""Unmount MOUNTPOINT, a kg-fuse mount (also one whose process died:
-            'transport endpoint is not connected'); any other filesystem mounted there is
-            refused and left as it is. The embedded server keeps running, since other mounts
-            may use it: add --stop-server, or run 'kg-fuse server stop'. A shell inside the
-            mount keeps it busy: cd out first.""",
-            handler=cmd_unmount, options=[
-                option("mountpoint", type=Path, help="where kg-fuse is mounted"),
-                option("--stop-server", action="store_true",
-                       help="also stop the embedded server started on this machine"),
-                option("--data-dir", type=Path, metavar="DIR",
-                       help="with --stop-server: stop the server started with this "
-                            f"--data-dir (default: the one on {paths.data_dir()})"),
-            ]),
-        Command(
             "status", help="say whether MOUNTPOINT is mounted and alive",
             description="""Print whether MOUNTPOINT is mounted, not mounted, or dead (its process
             ended); exit 0 only when mounted. Only kg-fuse's mounts count: another filesystem
@@ -120,16 +107,19 @@ def _commands() -> list[Command]:
     ]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parsers = add_commands(subparsers, _commands())
+def register(subparsers: argparse._SubParsersAction, unmount: Command) -> None:
+    """``mount``, ``unmount`` and ``status``, in that order; ``unmount`` is declared above
+    the filesystem (:mod:`kg_fuse.unmount`), since it may stop the server too."""
+    mount, status = _commands()
+    parsers = add_commands(subparsers, [mount, unmount, status])
     _MOUNT_OPTIONS[:] = forwarded_options(parsers["mount"])
 
 
 def _setup_logging(log_file: Path | None, debug: bool) -> None:
     handler: logging.Handler
     if log_file is not None:
-        private.create_dir(log_file.parent)
-        os.close(private.open_private(log_file))  # every search text: owner only
+        owner_only.create_dir(log_file.parent)
+        os.close(owner_only.open_private(log_file))  # every search text: owner only
         handler = logging.FileHandler(log_file)
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -144,40 +134,56 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     absolute_paths(args)  # the mount runs in /
     mountpoint = args.mountpoint
+    _check_mountpoint(mountpoint, args.nonempty)
+    connection = _connection(args)
+    if not args.foreground:
+        _settle_store(args, mountpoint)
+        return _mount_in_background(args, mountpoint)
+    return _mount_in_foreground(args, mountpoint, connection)
+
+
+def _check_mountpoint(mountpoint: Path, nonempty: bool) -> None:
+    """A directory, not mounted on yet, and empty unless ``--nonempty``."""
     if not mountpoint.is_dir():
         what = "does not exist" if not mountpoint.exists() else "is not a directory"
         raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint} is already a mountpoint",
                          hint=f"kg-fuse status {mountpoint}; kg-fuse unmount {mountpoint}")
-    if not args.nonempty and any(os.scandir(mountpoint)):
+    if not nonempty and any(os.scandir(mountpoint)):
         raise UsageError(f"{mountpoint} is not empty: mounting would hide its files",
                          hint="use an empty directory, or add --nonempty")
+
+
+def _connection(args: argparse.Namespace) -> Connection:
+    """The server and credentials the options name (see ``client.credentials``)."""
     from kg_fuse.client.credentials import resolve_connection  # httpx, trio: only to mount
     from kg_fuse.client.errors import KgError
 
     try:
         secret_file = str(args.client_secret_file) if args.client_secret_file else None
-        connection = resolve_connection(args.api_url, args.client_id, secret_file,
-                                        role="admin" if args.admin else "user",
-                                        data_dir=str(args.data_dir) if args.data_dir else None)
+        return resolve_connection(args.api_url, args.client_id, secret_file,
+                                  role="admin" if args.admin else "user",
+                                  data_dir=str(args.data_dir) if args.data_dir else None)
     except (KgError, OSError) as exc:
         raise UsageError(str(exc), hint=f"kg-fuse server start"
                                         f"{paths.data_dir_args(args.data_dir)}, or pass "
                                         "--api-url") from None
-    if not args.foreground:
-        _settle_store(args, mountpoint)
-        return _mount_in_background(args, mountpoint)
 
+
+def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
+                         connection: Connection) -> int:
+    """Serve the mount here until it is unmounted; a refusal is logged (and said on the
+    terminal too when the log goes to a file)."""
     from kg_fuse.fs.mount import CredentialsRejected, MountOptions, run_mount
     from kg_fuse.fs.queries.saved import StoreCorrupt
 
     leave_working_directory()  # a mount started inside another would keep it busy
 
-    fixed = private.private_dirs(paths.mount_private_dirs(mountpoint))
-    fixed += private.private_files([args.log_file] if args.log_file else [])
+    fixed = owner_only.private_dirs(paths.mount_private_dirs(mountpoint))
+    fixed += owner_only.private_files([args.log_file] if args.log_file else [])
     _setup_logging(args.log_file, args.debug)
-    private.log_fixed(fixed)
+    owner_only.log_fixed(fixed)
     try:
         _settle_store(args, mountpoint)
     except CommandError as exc:
@@ -228,7 +234,7 @@ def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
     from kg_fuse.fs.queries.saved import QueryStore, StoreCorrupt, StoreInUse
 
     for folder in paths.mount_private_dirs(mountpoint):  # the store's folders: private
-        private.create_dir(folder)  # from the first (an existing one the mount fixes)
+        owner_only.create_dir(folder)  # from the first (an existing one the mount fixes)
     store = QueryStore(paths.mount_state_dir(mountpoint))
     try:
         if args.restore_store is not None:
@@ -255,7 +261,7 @@ def _mount_in_background(args: argparse.Namespace, mountpoint: Path) -> int:
     """Start a foreground mount as a detached child; return once it is ready."""
     log_file = args.log_file or paths.mount_log_path(mountpoint)
     for folder in [*paths.mount_private_dirs(mountpoint), log_file.parent]:
-        private.create_dir(folder)  # an existing one the mount fixes, and says so
+        owner_only.create_dir(folder)  # an existing one the mount fixes, and says so
     argv = [sys.executable, "-m", "kg_fuse.cli", "mount", str(mountpoint), "--foreground",
             "--log-file", str(log_file),
             *_forwarded(args, exclude={"foreground", "log_file", "start_empty", "restore_store"})]
@@ -322,8 +328,9 @@ def _mount_state(mountpoint: Path, refusal: str) -> tuple[str, MountEntry | None
     return ("mounted", entry) if entry is not None else ("not mounted", None)
 
 
-def cmd_unmount(args: argparse.Namespace) -> int:
-    mountpoint = args.mountpoint.absolute()
+def unmount(mountpoint: Path) -> int:
+    """Unmount the kg-fuse mount at ``mountpoint`` (also one whose process died): 0, or
+    1 when nothing of kg-fuse's is mounted there (said on stderr)."""
     state, entry = _mount_state(mountpoint, "nothing was unmounted: kg-fuse unmounts only "
                                             "what kg-fuse mounted")
     if entry is None:
@@ -338,10 +345,6 @@ def cmd_unmount(args: argparse.Namespace) -> int:
             raise CommandError(f"{mountpoint} is busy: a shell or program is using it",
                                hint=f"cd out of it; see who with: fuser -vm {mountpoint}")
         raise CommandError(f"unmounting {mountpoint} failed: {said or result.returncode}")
-    if args.stop_server:
-        from kg_fuse.server import lifecycle
-
-        return lifecycle.stop(args.data_dir)
     return result.returncode
 
 

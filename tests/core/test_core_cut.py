@@ -8,8 +8,9 @@ import json
 import httpx
 
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
-from kg_fuse.fs.queries.threshold import PRESET_SIZES
+from kg_fuse.listing.execute import execute
+from kg_fuse.listing.plan import Level, QueryPlan
+from kg_fuse.listing.presets import PRESET_SIZES
 from tests.core.test_core_parts import CountingTransport
 from tests.helpers.core import API_URL, Core
 

@@ -18,9 +18,10 @@ from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.fs.kernel.errnos import errno_of
 from kg_fuse.fs.kernel.nodes import NodeKind
-from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
-from kg_fuse.fs.tree.ingest import JOB_SUFFIX
-from kg_fuse.fs.tree.kinds import BEHAVIOURS
+from kg_fuse.fs.queries.ingest import JOB_SUFFIX
+from kg_fuse.fs.tree.behaviour_table import BEHAVIOURS
+from kg_fuse.listing.execute import execute
+from kg_fuse.listing.plan import Level, QueryPlan
 from tests.helpers.core import API_URL, Core
 from tests.helpers.driver import CTX
 

@@ -16,7 +16,8 @@ import yaml
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble
 from kg_fuse.fs.queries.saved import QueryStore
-from kg_fuse.fs.queries.searches import Level, QueryPlan, execute
+from kg_fuse.listing.execute import execute
+from kg_fuse.listing.plan import Level, QueryPlan
 from tests.helpers.core import API_URL, Core, mount_options
 from tests.helpers.driver import CTX, FsDriver
 

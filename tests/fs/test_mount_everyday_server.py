@@ -18,7 +18,7 @@ from tests.helpers.faults import FaultProxy, proxy_env
 pytestmark = pytest.mark.mount
 
 FAST = ["--ingest-delay", "0.5", "--poll-interval", "1"]
-INGEST_LOG = [r"WARNING kg_fuse.fs.tree.ingest", r"WARNING kg_fuse.fs.kernel.errnos"]
+INGEST_LOG = [r"WARNING kg_fuse.fs.queries.ingest", r"WARNING kg_fuse.fs.kernel.errnos"]
 
 
 def sh(command: str, cwd) -> subprocess.CompletedProcess[str]:

@@ -103,7 +103,7 @@ def recipes_server(kg_scratch_server):
 @pytest.fixture
 def recipes(recipes_server, mount_factory):
     mount = mount_factory(server=recipes_server, extra_args=FAST,
-                          allowed_log=[r"WARNING kg_fuse.fs.tree.ingest"])
+                          allowed_log=[r"WARNING kg_fuse.fs.queries.ingest"])
     mount.path("ontology", "Recipes").mkdir()
     yield mount
     admin = ServerAdmin(recipes_server)  # with its documents: the next test starts empty

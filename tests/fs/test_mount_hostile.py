@@ -23,7 +23,7 @@ from tests.helpers.mount import wait_for
 pytestmark = pytest.mark.mount
 
 COMPRESSION = "Data Compression and Archiving"
-INGEST_WARNINGS = [r"WARNING kg_fuse.fs.tree.ingest", r"WARNING kg_fuse.fs.kernel.errnos"]
+INGEST_WARNINGS = [r"WARNING kg_fuse.fs.queries.ingest", r"WARNING kg_fuse.fs.kernel.errnos"]
 
 
 @pytest.fixture(scope="module")

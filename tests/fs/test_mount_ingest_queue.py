@@ -43,7 +43,7 @@ def read(path) -> str:
 def test_a_full_queue_is_shown_in_the_job_file_and_the_upload_waits(
         server: KGServer, mount_factory, tmp_path) -> None:
     mount = mount_factory(server=server, extra_args=FAST,
-                          allowed_log=[r"WARNING kg_fuse.fs.tree.ingest"])
+                          allowed_log=[r"WARNING kg_fuse.fs.queries.ingest"])
     mount.path("ontology", "Lamps").mkdir()
     ingest = mount.path("ontology", "Lamps", "ingest")
     with server.client("user") as http:  # the mount's own client fills its share

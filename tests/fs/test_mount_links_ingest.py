@@ -74,7 +74,7 @@ def farm_server(kg_scratch_server):
 def farm(farm_server, mount_factory, tmp_path):
     admin = ServerAdmin(farm_server)
     mount = mount_factory(server=farm_server, extra_args=FAST,
-                          allowed_log=[r"WARNING kg_fuse.fs.tree.ingest"])
+                          allowed_log=[r"WARNING kg_fuse.fs.queries.ingest"])
     mount.path("ontology", "Farm").mkdir()
     mount.path("ontology", "Zoo").mkdir()
     source = tmp_path / "zebra.md"

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from kg_fuse.fs.queries.threshold import PRESET_SIZES
+from kg_fuse.listing.presets import PRESET_SIZES
 from tests.helpers.mount import Mount
 
 pytestmark = pytest.mark.mount

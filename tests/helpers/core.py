@@ -17,8 +17,8 @@ from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.mount import MountOptions
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.facade import QueryService
-from kg_fuse.fs.tree.ingest import IngestBox
-from kg_fuse.fs.tree.shape import Tree
+from kg_fuse.fs.queries.ingest import IngestBox
+from kg_fuse.fs.tree.mount_tree import Tree
 from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
 

@@ -273,7 +273,7 @@ def test_every_marked_block_of_commands_runs_in_a_mount(
     """Each ``run:`` block, in document order, in one mount, from its root, with a home
     of its own (``~/notes.md``, ``~/kg``)."""
     mount = mount_factory(server=runs_server, extra_args=["--poll-interval", "1"],
-                          allowed_log=[r"WARNING kg_fuse\.fs\.tree\.ingest"])
+                          allowed_log=[r"WARNING kg_fuse\.fs\.queries\.ingest"])
     home = tmp_path / "home"
     home.mkdir()
     env = {**mount.env, "HOME": str(home), "PYTHONPATH": str(ROOT),

@@ -137,7 +137,7 @@ def zebra_farm(kg_scratch_server: Any, mount_factory: Callable[..., Mount], tmp_
     server = kg_scratch_server  # not the shared server: its tests ingest a zebra
     mount = mount_factory(server=server,
                           extra_args=["--ingest-delay", "0.3", "--poll-interval", "0.5"],
-                          allowed_log=[r"WARNING kg_fuse.fs.tree.ingest"])
+                          allowed_log=[r"WARNING kg_fuse.fs.queries.ingest"])
     query = mount.path(ZEBRA_QUERY)
     query.mkdir()
     write(mount, ZEBRA_QUERY, "threshold", "0")

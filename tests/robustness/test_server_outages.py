@@ -60,7 +60,7 @@ def test_a_file_dropped_for_ingest_while_the_server_is_down_is_not_lost(
             server=server, env=proxy_env(server),
             extra_args=["--api-url", fault.url, "--timeout", "1", "--probe-timeout", "1",
                         "--ingest-delay", "0.2"],
-            allowed_log=[*FAULT_LOG, r"WARNING kg_fuse\.fs\.tree\.ingest: upload of"])
+            allowed_log=[*FAULT_LOG, r"WARNING kg_fuse\.fs\.queries\.ingest: upload of"])
         ontology = sorted(os.listdir(mount.path(ONTOLOGY_DIR)))[0]
         drop = mount.path(ONTOLOGY_DIR, ontology, "ingest")
         text = "# Sourdough starter\n\nFeed the starter with flour and water daily.\n"

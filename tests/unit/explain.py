@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kg_fuse.fs.queries.saved import SavedQuery
-from kg_fuse.fs.queries.threshold import DefaultOrigin, ThresholdExplanation, explain_thresholds
+from kg_fuse.listing.explain import DefaultOrigin, ThresholdExplanation, explain_thresholds
 
 
 def explain_one(query: SavedQuery, default: float | None) -> ThresholdExplanation:

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from kg_fuse.fs.queries.threshold import InvalidThreshold, parse_threshold_file
-from kg_fuse.fs.tree.control import WriteSession
+from kg_fuse.fs.tree.meta.session import WriteSession
+from kg_fuse.fs.tree.meta.values import parse_threshold_file
+from kg_fuse.listing.thresholds import InvalidThreshold
 
 CURRENT = b"# Server default: 0.47\n0.7\n"
 
@@ -151,7 +152,7 @@ def test_committed_content_is_not_due_twice():
 
 
 def test_oversized_content_is_refused_before_parsing():
-    from kg_fuse.fs.tree.control import CONTROL_MAX_BYTES, ContentTooLarge
+    from kg_fuse.fs.tree.meta.session import CONTROL_MAX_BYTES, ContentTooLarge
 
     session = WriteSession.begin(b"", os.O_WRONLY | os.O_TRUNC)
     with pytest.raises(ContentTooLarge):

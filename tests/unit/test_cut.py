@@ -1,4 +1,4 @@
-"""Where a ranking stops being listed (``kg_fuse.fs.queries.cut``), on the score shapes searches
+"""Where a ranking stops being listed (``kg_fuse.listing.cut``), on the score shapes searches
 give: a narrow query (a few close matches, then a drop), a broad one (many close
 matches), a flat one (everything near the same score), and the edges."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kg_fuse.fs.queries.cut import CUT_GAP, CutReason, relevance_cut
-from kg_fuse.fs.queries.threshold import PRESET_SIZES
+from kg_fuse.listing.cut import CUT_GAP, CutReason, relevance_cut
+from kg_fuse.listing.presets import PRESET_SIZES
 
 STANDARD = PRESET_SIZES["standard"]
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kg_fuse.fs.tree.meta import MAX_TERMS, InvalidSetting, parse_limit, parse_terms
+from kg_fuse.fs.tree.meta.values import MAX_TERMS, InvalidSetting, parse_limit, parse_terms
 
 
 @pytest.mark.parametrize("text", [b"9" * 5000, b"0" * 5000 + b"1001", b"1" + b"0" * 4400])

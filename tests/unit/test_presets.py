@@ -14,14 +14,10 @@ from kg_fuse.fs.queries.saved import (
     _query_to_toml,
     parse_query_dir_name,
 )
-from kg_fuse.fs.queries.threshold import (
-    InvalidThreshold,
-    ThresholdSource,
-    effective_threshold,
-    parse_threshold_file,
-    preset_value,
-)
-from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.tree.meta.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.tree.meta.values import parse_threshold_file
+from kg_fuse.listing.presets import preset_value
+from kg_fuse.listing.thresholds import InvalidThreshold, ThresholdSource, effective_threshold
 from tests.unit.explain import explain_one
 
 
@@ -102,7 +98,7 @@ def test_presets_the_server_publishes_win_over_the_offsets() -> None:
     assert preset_value("comprehensive", 0.48, published) == 0.45
     assert preset_value("exact", 0.48, None) == 0.58  # an older server: the offsets
     query = SavedQuery(("q",), "q", threshold="exact")
-    from kg_fuse.fs.queries.threshold import DefaultOrigin, describe_source, explain_thresholds
+    from kg_fuse.listing.explain import DefaultOrigin, describe_source, explain_thresholds
 
     explanation = explain_thresholds([query], (), (), DefaultOrigin(0.48, presets=published))
     assert explanation.own.effective == exact

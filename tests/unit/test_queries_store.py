@@ -19,7 +19,7 @@ from kg_fuse.fs.queries.saved import (
     StoreSetAside,
     StoreState,
 )
-from kg_fuse.fs.queries.threshold import AutoAdjustment, floor_adjust
+from kg_fuse.listing.thresholds import AutoAdjustment, floor_adjust
 
 HOSTILE_NAMES = [
     "compress data",

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from kg_fuse.client.models import ConceptDetail, ConceptHit, Evidence, Relationship
 from kg_fuse.fs.queries.render import concept_markdown
 from kg_fuse.fs.queries.saved import SavedQuery
-from kg_fuse.fs.queries.threshold import AutoAdjustment, floor_adjust
-from kg_fuse.fs.tree.status import query_toml
+from kg_fuse.fs.tree.meta.status import query_toml
+from kg_fuse.listing.thresholds import AutoAdjustment, floor_adjust
 from tests.unit.explain import explain_one
 
 HOSTILE = [

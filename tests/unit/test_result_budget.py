@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.queries.searches import Level, QueryPlan
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultFile, ResultSet
+from kg_fuse.listing.plan import Level, QueryPlan
 
 
 def listing(files: int, size: int) -> ResultSet:

@@ -90,9 +90,9 @@ def test_the_rules_shown_to_users_state_the_table_s_numbers() -> None:
 
 
 def test_the_presets_fallback_is_the_mount_s() -> None:
-    from kg_fuse.fs.queries.threshold import PRESET_OFFSETS
+    from kg_fuse.listing.presets import PRESET_OFFSETS
 
-    assert tuning.FALLBACK_OFFSETS.value == PRESET_OFFSETS
+    assert tuning.FALLBACK_OFFSETS.value is PRESET_OFFSETS  # one copy, the listing's
 
 
 def test_the_table_prints() -> None:

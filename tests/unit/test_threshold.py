@@ -7,15 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kg_fuse.fs.queries.saved import SavedQuery
-from kg_fuse.fs.queries.threshold import (
+from kg_fuse.fs.tree.meta.status import threshold_file
+from kg_fuse.fs.tree.meta.values import parse_threshold_file
+from kg_fuse.listing.thresholds import (
     AutoAdjustment,
     InvalidThreshold,
     ThresholdSource,
+    auto_adjustable,
     effective_threshold,
     floor_adjust,
-    parse_threshold_file,
 )
-from kg_fuse.fs.tree.status import threshold_file
 from tests.unit.explain import explain_one
 
 unit_interval = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
@@ -99,6 +100,15 @@ def test_never_raises_a_threshold_typed_below_the_default():
 def test_no_adjustment_when_the_suggestion_is_not_lower():
     assert floor_adjust(0.6, 0.6, 0.47) is None
     assert floor_adjust(0.6, 0.7, 0.47) is None
+
+
+def test_no_adjustment_while_the_default_is_unknown():
+    assert floor_adjust(0.95, 0.4, None) is None  # no floor known: the query stays as typed
+
+
+def test_only_a_typed_number_is_auto_adjusted():
+    assert auto_adjustable(0.8)
+    assert not auto_adjustable("exact") and not auto_adjustable(None)
 
 
 @given(typed=unit_interval, suggested=unit_interval, default=unit_interval)

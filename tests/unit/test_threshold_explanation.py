@@ -10,23 +10,18 @@ from pathlib import Path
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.client.models import SearchResponse
-from kg_fuse.fs.queries.cut import relevance_cut
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
-from kg_fuse.fs.queries.searches import Level, LevelCount, QueryPlan
 from kg_fuse.fs.queries.state import ResultSet
-from kg_fuse.fs.queries.threshold import (
-    PRESET_SIZES,
-    AutoAdjustment,
-    DefaultOrigin,
-    Role,
-    ThresholdSource,
-    describe_source,
-    explain_thresholds,
-)
 from kg_fuse.fs.queries.watcher import ServerWatcher
-from kg_fuse.fs.tree.status import query_toml, status_file, threshold_file
+from kg_fuse.fs.tree.meta.status import query_toml, status_file, threshold_file
+from kg_fuse.listing.cut import relevance_cut
+from kg_fuse.listing.execute import LevelCount
+from kg_fuse.listing.explain import DefaultOrigin, Role, describe_source, explain_thresholds
+from kg_fuse.listing.plan import Level, QueryPlan, inheriting_plan
+from kg_fuse.listing.presets import PRESET_SIZES
+from kg_fuse.listing.thresholds import AutoAdjustment, ThresholdSource
 
 ADMIN = DefaultOrigin(0.5, "the admin endpoint", 1_700_000_000.0)
 PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", threshold=0.7)
@@ -154,6 +149,14 @@ def test_the_plan_searches_each_level_at_its_explained_threshold(tmp_path: Path)
     assert [lv.min_similarity for lv in plan.levels] == [
         lv.effective.min_similarity for lv in explained.chain] == [0.7, None]
     assert explained.default.how == "saved by an earlier mount"
+    assert plan.size == explained.own.effective.listing_size == PRESET_SIZES["standard"]
+
+
+def test_an_inheriting_plan_is_what_eval_measures() -> None:
+    plan = inheriting_plan("gzip", ("Text",), 50)
+    assert plan.levels == (Level("gzip", None, ("Text",)),)  # the server default applies
+    assert (plan.limit, plan.size) == (50, PRESET_SIZES["standard"])
+    assert inheriting_plan("gzip", (), 50, cut=False).size is None  # --no-cut
 
 
 def cut_status(query: SavedQuery, scores: list[float], size: int | None, limit: int = 50

@@ -22,9 +22,10 @@ from kg_fuse.fs.kernel.errnos import (
 from kg_fuse.fs.kernel.names import PATH_MAX, decode_name
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.kernel.notices import KernelCache
+from kg_fuse.fs.tree.behaviour import Behaviour
+from kg_fuse.fs.tree.behaviour_table import BEHAVIOURS, behaviour
 from kg_fuse.fs.tree.handles import DirHandle, HandleTable
-from kg_fuse.fs.tree.kinds import BEHAVIOURS, behaviour
-from kg_fuse.fs.tree.shape import Behaviour, Entry, Tree
+from kg_fuse.fs.tree.mount_tree import Entry, Tree
 from kg_fuse.memory import give_memory_back
 
 log = logging.getLogger(__name__)

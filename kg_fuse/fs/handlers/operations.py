@@ -21,10 +21,10 @@ from kg_fuse.fs.kernel.errnos import (
     handler,
 )
 from kg_fuse.fs.kernel.names import decode_name
+from kg_fuse.fs.queries.ingest import MAX_PENDING_BYTES
+from kg_fuse.fs.tree.behaviour import Behaviour, Caching, writing
+from kg_fuse.fs.tree.behaviour_table import behaviour
 from kg_fuse.fs.tree.handles import FileHandle
-from kg_fuse.fs.tree.ingest import MAX_PENDING_BYTES
-from kg_fuse.fs.tree.kinds import behaviour
-from kg_fuse.fs.tree.shape import Behaviour, Caching, writing
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ import pyfuse3
 import trio
 
 from kg_fuse.client import errors as client
+from kg_fuse.listing.thresholds import InvalidThreshold
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ ERRNOS: dict[type[BaseException], int] = {
     NotPermitted: errno.EPERM,
     ReadOnly: errno.EACCES,
     Invalid: errno.EINVAL,
+    InvalidThreshold: errno.EINVAL,
     NameTooLong: errno.ENAMETOOLONG,
     TooLarge: errno.EFBIG,
     NoSpace: errno.ENOSPC,
@@ -152,7 +154,7 @@ def fuse_error(exc: BaseException) -> pyfuse3.FUSEError | None:
         log.warning("server request failed: %s", exc)
     elif isinstance(exc, trio.TooSlowError):
         log.warning("operation timed out")
-    elif isinstance(exc, Invalid | TooLarge):
+    elif isinstance(exc, Invalid | InvalidThreshold | TooLarge):
         log.info("rejected: %s", exc)
     return exc if isinstance(exc, pyfuse3.FUSEError) else pyfuse3.FUSEError(code)
 

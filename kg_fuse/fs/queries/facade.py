@@ -30,8 +30,9 @@ from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistr
 from kg_fuse.fs.queries.results import Fetched, ResultCache
 from kg_fuse.fs.queries.saved import Link, QueryPath, SavedQuery, parse_query_dir_name
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
-from kg_fuse.fs.queries.threshold import Threshold, ThresholdExplanation
 from kg_fuse.fs.queries.watcher import Polled, ServerWatcher
+from kg_fuse.listing.explain import ThresholdExplanation
+from kg_fuse.listing.thresholds import Threshold, auto_adjustable
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class QueryService:
             raise QueryExists("/".join(path))
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
-        if isinstance(query.threshold, float):  # presets follow the default: no probe
+        if auto_adjustable(query.threshold):
             suggestion = await self._planner.probe(query)
             if suggestion is not None:
                 query = self._planner.adjusted(query, suggestion,

@@ -1,5 +1,6 @@
-"""How a saved query becomes searches: its thresholds explained, its plan, and the
-creation-time probe that may lower an over-tight typed threshold.
+"""A saved query handed to the threshold rules (``kg_fuse.listing``): its chain of
+enclosing queries and the watcher's default explained, its plan, and the creation-time
+probe whose suggestion the rules floor at the server default.
 
 Pure over the registry, the watcher's default and the catalog's names, except for the
 probe (one search, with its own deadline): no state of its own.
@@ -17,14 +18,10 @@ from kg_fuse.client.api import KgApiClient, SearchRequest
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryPath, SavedQuery, scope_of
-from kg_fuse.fs.queries.searches import Level, QueryPlan
-from kg_fuse.fs.queries.threshold import (
-    EffectiveThreshold,
-    ThresholdExplanation,
-    explain_thresholds,
-    floor_adjust,
-)
 from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.listing.explain import ThresholdExplanation, explain_thresholds
+from kg_fuse.listing.plan import QueryPlan, plan_listing
+from kg_fuse.listing.thresholds import EffectiveThreshold, floor_adjust
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +54,12 @@ class Planner:
 
     def plan(self, query: SavedQuery) -> QueryPlan:
         """What the listing searches: each level at the threshold ``explain`` gives it,
-        and how far its ranking may be listed (the own threshold's listing size)."""
+        in its scope's ontology or its links' (every ontology without either)."""
         scope = self.scope(query.path)
-        explanation = self.explain(query)
-        levels = []
-        for saved, explained in zip(self._registry.chain(query), explanation.chain,
-                                    strict=True):
-            ontologies = tuple(sorted({link.ontology for link in saved.links}))
-            if scope is not None:
-                ontologies = (scope,)
-            levels.append(Level(saved.text, explained.effective.min_similarity, ontologies))
-        return QueryPlan(tuple(levels), query.effective_limit, query.union, query.exclude,
-                         explanation.own.effective.listing_size)
+        ontologies = [(scope,) if scope is not None else
+                      tuple(sorted({link.ontology for link in saved.links}))
+                      for saved in self._registry.chain(query)]
+        return plan_listing(self.explain(query), ontologies, query.effective_limit)
 
     async def probe(self, query: SavedQuery) -> float | None:
         """A new ``NAME@0.8`` query: when nothing reaches its threshold, the suggestion
@@ -95,8 +86,6 @@ class Planner:
         """The probed query lowered to the suggestion, never below the server default
         (as typed while the default is unknown)."""
         assert isinstance(query.threshold, float)
-        if default is None:
-            return query
         adjustment = floor_adjust(query.threshold, suggestion, default)
         if adjustment is None:
             return query

@@ -1,5 +1,5 @@
 """What a result file contains: Markdown with YAML front matter (``.meta`` files are
-rendered in ``status``).
+rendered in ``tree/meta/status.py``).
 
 Pure functions of their inputs, so they are tested without a mount. Front matter is
 written with JSON-style double-quoted strings, which stay valid YAML whatever a label
@@ -79,18 +79,30 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
     lines += [description.strip() or "_No description._", ""]
     if detail is None:
         lines += ["_Evidence and relationships could not be fetched._", ""]
-        return ("\n".join(lines)).encode("utf-8", errors="replace")
-    if detail.evidence:
-        lines += ["## Evidence", ""]
-        for ev in detail.evidence:
-            where = (ev.filename or ev.document or "unknown source") + evidence_location(ev)
-            if ev.filename and ev.document:
-                where += f" ({ev.document})"
-            lines += [_quote_block(ev.quote) or ">", f"> — {_one_line(where)}", ""]
-    if detail.relationships:
-        lines += ["## Relationships", ""]
-        for rel in detail.relationships:
-            confidence = f" ({rel.confidence:.2f})" if rel.confidence is not None else ""
-            lines.append(f"- {rel.rel_type} → {_one_line(rel.to_label)}{confidence}")
-        lines.append("")
+    else:
+        lines += _evidence_lines(detail) + _relationship_lines(detail)
     return ("\n".join(lines)).encode("utf-8", errors="replace")
+
+
+def _evidence_lines(detail: ConceptDetail) -> list[str]:
+    """Each quote, and where it comes from."""
+    if not detail.evidence:
+        return []
+    lines = ["## Evidence", ""]
+    for ev in detail.evidence:
+        where = (ev.filename or ev.document or "unknown source") + evidence_location(ev)
+        if ev.filename and ev.document:
+            where += f" ({ev.document})"
+        lines += [_quote_block(ev.quote) or ">", f"> — {_one_line(where)}", ""]
+    return lines
+
+
+def _relationship_lines(detail: ConceptDetail) -> list[str]:
+    if not detail.relationships:
+        return []
+    lines = ["## Relationships", ""]
+    for rel in detail.relationships:
+        confidence = f" ({rel.confidence:.2f})" if rel.confidence is not None else ""
+        lines.append(f"- {rel.rel_type} → {_one_line(rel.to_label)}{confidence}")
+    lines.append("")
+    return lines

@@ -26,7 +26,6 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.errors import RETRIED
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.render import concept_markdown
-from kg_fuse.fs.queries.searches import PlanOutcome, QueryPlan, execute
 from kg_fuse.fs.queries.state import (
     Dropped,
     Failure,
@@ -35,6 +34,8 @@ from kg_fuse.fs.queries.state import (
     ResultFile,
     ResultSet,
 )
+from kg_fuse.listing.execute import PlanOutcome, execute
+from kg_fuse.listing.plan import QueryPlan
 from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -144,23 +145,35 @@ class ResultCache:
             try:
                 fresh, outcome = await self._fetch(state, plan)
             except errors.KgError as exc:
-                if current is not None:
-                    log.warning("serving stale results for %r%s: %s", key,
-                                "" if current.plan == plan else " (of earlier settings)", exc)
-                state.failure = Failure(trio.current_time(), plan, exc)
-                if isinstance(exc, RETRIED):  # down or failing: wait before the next try
-                    state.retries = state.retries or Backoff()
-                    state.retries.failed()
-                else:  # the server answered: the next caller may try at once
-                    state.retries = None
-                return Fetched(self._fallback(state, plan, exc))
-            state.failure = state.retries = None
-            if self.states.find(key) is not state:  # removed while we were fetching
-                return Fetched(fresh, default_seen=outcome.default_seen,
-                               presets_seen=outcome.presets_seen)
-            dropped = self.states.store(state, fresh)
-            return Fetched(fresh, True, current, dropped, outcome.default_seen,
-                           outcome.presets_seen)
+                return self._failed(state, plan, current, exc)
+            return self._fetched(state, current, fresh, outcome)
+
+    def _failed(self, state: QueryState, plan: QueryPlan, current: ResultSet | None,
+                exc: errors.KgError) -> Fetched:
+        """A fetch failed: remember it (and, if the server is down or failing, wait
+        before the next try), and answer with the last listing held, or the error."""
+        if current is not None:
+            log.warning("serving stale results for %r%s: %s", state.key,
+                        "" if current.plan == plan else " (of earlier settings)", exc)
+        state.failure = Failure(trio.current_time(), plan, exc)
+        if isinstance(exc, RETRIED):  # down or failing: wait before the next try
+            state.retries = state.retries or Backoff()
+            state.retries.failed()
+        else:  # the server answered: the next caller may try at once
+            state.retries = None
+        return Fetched(self._fallback(state, plan, exc))
+
+    def _fetched(self, state: QueryState, current: ResultSet | None, fresh: ResultSet,
+                 outcome: PlanOutcome) -> Fetched:
+        """A fetch succeeded: the new listing replaces ``current`` (unless the query was
+        removed meanwhile), and what it learned goes back to the caller."""
+        state.failure = state.retries = None
+        if self.states.find(state.key) is not state:  # removed while we were fetching
+            return Fetched(fresh, default_seen=outcome.default_seen,
+                           presets_seen=outcome.presets_seen)
+        dropped = self.states.store(state, fresh)
+        return Fetched(fresh, True, current, dropped, outcome.default_seen,
+                       outcome.presets_seen)
 
     async def _fetch(self, state: QueryState, plan: QueryPlan
                      ) -> tuple[ResultSet, PlanOutcome]:

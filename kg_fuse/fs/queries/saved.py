@@ -24,20 +24,20 @@ from typing import Any
 
 import tomli_w
 
-from kg_fuse import private
+from kg_fuse import owner_only
 from kg_fuse.client.models import threshold_presets
 from kg_fuse.fs.kernel.errnos import InvalidName
 from kg_fuse.fs.kernel.names import UNSAFE
-from kg_fuse.fs.queries.threshold import (
+from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.listing.presets import PRESET_OFFSETS
+from kg_fuse.listing.thresholds import (
     INHERIT_WORDS,
-    PRESET_OFFSETS,
     AutoAdjustment,
     InvalidThreshold,
     Threshold,
     parse_preset,
     parse_threshold_value,
 )
-from kg_fuse.limits import DEFAULT_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -226,28 +226,42 @@ def _query_to_toml(q: SavedQuery) -> dict[str, Any]:
     return out
 
 
-def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
+def _adjustment_from_toml(raw: dict[str, Any]) -> AutoAdjustment | None:
     adj_raw = raw.get("auto_adjusted")
-    adj = None
-    if adj_raw is not None:
-        adj = AutoAdjustment(
-            from_value=float(adj_raw["from"]),
-            to_value=_threshold_from_toml(adj_raw["to"]),
-            suggested=float(adj_raw["suggested"]),
-            server_default=float(adj_raw["server_default"]),
-        )
+    if adj_raw is None:
+        return None
+    return AutoAdjustment(
+        from_value=float(adj_raw["from"]),
+        to_value=_threshold_from_toml(adj_raw["to"]),
+        suggested=float(adj_raw["suggested"]),
+        server_default=float(adj_raw["server_default"]),
+    )
+
+
+def _path_from_toml(raw: dict[str, Any]) -> QueryPath:
+    path = raw.get("path") or [raw["name"]]
+    if not isinstance(path, list) or not all(isinstance(p, str) and p for p in path):
+        raise ValueError(f"bad query path {path!r}")
+    return tuple(path)
+
+
+def _limit_from_toml(raw: dict[str, Any]) -> int | None:
+    limit = raw.get("limit")
+    if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= 1000):
+        raise ValueError(f"bad limit {limit!r}")
+    return limit
+
+
+def _query_from_toml(raw: dict[str, Any]) -> SavedQuery:
+    adj = _adjustment_from_toml(raw)
     threshold = _threshold_from_toml(raw.get("threshold", INHERIT_WORDS[0]))
     if adj is not None and adj.to_value != threshold:  # rewritten by hand since
         log.info("dropping an auto-adjustment record that no longer applies: %r", adj)
         adj = None
-    path = raw.get("path") or [raw["name"]]
-    if not isinstance(path, list) or not all(isinstance(p, str) and p for p in path):
-        raise ValueError(f"bad query path {path!r}")
-    limit = raw.get("limit")
-    if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= 1000):
-        raise ValueError(f"bad limit {limit!r}")
+    path = _path_from_toml(raw)
+    limit = _limit_from_toml(raw)
     return SavedQuery(
-        path=tuple(path),
+        path=path,
         text=str(raw["text"]),
         threshold=threshold,
         created_at=str(raw.get("created_at") or now_iso()),
@@ -293,7 +307,7 @@ class QueryStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        private.create_dir(self.directory)  # saved search texts: owner only
+        owner_only.create_dir(self.directory)  # saved search texts: owner only
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -35,8 +35,9 @@ from cachetools import LRUCache
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.fs.kernel.names import NameRegistry
 from kg_fuse.fs.kernel.nodes import NodeKind
-from kg_fuse.fs.queries.cut import Cut
-from kg_fuse.fs.queries.searches import LevelCount, QueryPlan
+from kg_fuse.listing.cut import Cut
+from kg_fuse.listing.execute import LevelCount
+from kg_fuse.listing.plan import QueryPlan
 from kg_fuse.memory import give_memory_back
 from kg_fuse.retry import Backoff
 

@@ -36,7 +36,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient, SearchRequest
-from kg_fuse.fs.queries.threshold import DefaultOrigin
+from kg_fuse.listing.explain import DefaultOrigin
 from kg_fuse.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -112,18 +112,29 @@ class ServerWatcher:
                 return False
             self.presets = presets
         else:
-            self.value = value
-            if presets is not None or previous != value:  # a new default: its presets
-                self.presets = presets
-            if previous != value or self._learned_wall is None:  # new, or only saved
-                self._how, self._learned_wall = how, time.time()
-            self._learned_at = trio.current_time()  # fresh, whatever the value
-        if self.value is not None and (previous != self.value
-                                       or self.presets != previous_presets):
-            log.info("server default threshold is %s (was %s), presets %s", self.value,
-                     previous, self.presets or "not published")
-            return True
-        return False
+            self._learned(value, presets, how)
+        return self._changed(previous, previous_presets)
+
+    def _changed(self, previous: float | None, previous_presets: dict[str, float] | None
+                 ) -> bool:
+        """Whether the default or its presets changed from these (said in the log)."""
+        if self.value is None or (previous == self.value
+                                  and self.presets == previous_presets):
+            return False
+        log.info("server default threshold is %s (was %s), presets %s", self.value,
+                 previous, self.presets or "not published")
+        return True
+
+    def _learned(self, value: float, presets: dict[str, float] | None, how: str) -> None:
+        """A default the server reported: fresh now, whatever the value; its origin
+        recorded when it is new (or was only saved by an earlier mount)."""
+        previous = self.value
+        self.value = value
+        if presets is not None or previous != value:  # a new default: its presets
+            self.presets = presets
+        if previous != value or self._learned_wall is None:  # new, or only saved
+            self._how, self._learned_wall = how, time.time()
+        self._learned_at = trio.current_time()  # fresh, whatever the value
 
     # -- asking the server -----------------------------------------------------------------
 

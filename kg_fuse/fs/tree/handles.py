@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from kg_fuse.fs.kernel.errnos import BadHandle
 from kg_fuse.fs.kernel.nodes import Node
-from kg_fuse.fs.tree.control import WriteSession
+from kg_fuse.fs.tree.meta.session import WriteSession
 
 
 @dataclass

@@ -22,8 +22,16 @@ def resolve_link_target(query_key: str, target: str, mountpoint: str) -> str | N
         start, rest = [], target[len(root):]
     else:
         start, rest = query_key.split("/"), target
-    parts = [p for p in start if p]
-    for part in rest.split("/"):
+    parts = _walk([p for p in start if p], rest)
+    if parts is not None and len(parts) == 2 and parts[0] == ONTOLOGY_DIR:
+        return parts[1]
+    return None
+
+
+def _walk(parts: list[str], path: str) -> list[str] | None:
+    """``parts`` after following the relative ``path``, as the kernel would; None when
+    a ``..`` climbs above the mount's root."""
+    for part in path.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
@@ -32,9 +40,7 @@ def resolve_link_target(query_key: str, target: str, mountpoint: str) -> str | N
             parts.pop()
         else:
             parts.append(part)
-    if len(parts) == 2 and parts[0] == ONTOLOGY_DIR:
-        return parts[1]
-    return None
+    return parts
 
 
 def link_target_ontology(query_key: str, target: str, mountpoint: str) -> str:

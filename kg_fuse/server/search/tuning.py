@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from kg_fuse.listing.presets import PRESET_OFFSETS
+
 T = TypeVar("T")
 
 
@@ -297,10 +299,10 @@ COMPREHENSIVE_MAX_DROP = Tuned(
     0.10, "`comprehensive` is at most this below the default (below it: noise)",
     "not measured: set by hand (the full stdlib gives comprehensive 0.18, this floor)")
 FALLBACK_OFFSETS = Tuned(
-    {"exact": 0.10, "comprehensive": -0.06},
+    PRESET_OFFSETS,
     "the presets' offsets from the default without a calibration report",
-    "not measured: the mount's own fallback (kg_fuse/fs/queries/threshold.py PRESET_OFFSETS), "
-    "which they must equal")
+    "not measured: the mount's own fallback, read from kg_fuse/listing/presets.py "
+    "PRESET_OFFSETS")
 
 # -- the near-miss hint (searcher.py) ------------------------------------------------------
 

@@ -1,13 +1,15 @@
-"""The behaviour table: one ``Behaviour`` per node kind, the way ``meta.CONTROLS`` is
-one ``Control`` per control file. The FUSE operations look a node's behaviour up here
+"""The behaviour table: one ``Behaviour`` per node kind, the way ``meta.controls.CONTROLS``
+is one ``Control`` per control file. The FUSE operations look a node's behaviour up here
 instead of branching over kinds."""
 
 from __future__ import annotations
 
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.tree import directories, files
-from kg_fuse.fs.tree.meta import CONTROLS
-from kg_fuse.fs.tree.shape import Behaviour
+from kg_fuse.fs.tree.behaviour import Behaviour
+from kg_fuse.fs.tree.meta.controls import CONTROLS
+from kg_fuse.fs.tree.meta.directory import MetaDir
+from kg_fuse.fs.tree.meta.files import ControlFile, ScratchFile
 
 BEHAVIOURS: dict[NodeKind, Behaviour] = {
     NodeKind.ROOT: directories.Root(),
@@ -19,9 +21,9 @@ BEHAVIOURS: dict[NodeKind, Behaviour] = {
     NodeKind.INGEST_FILE: files.IngestFile(),
     NodeKind.JOB_FILE: files.JobFile(),
     NodeKind.QUERY_DIR: directories.QueryDir(),
-    NodeKind.META_DIR: directories.MetaDir(),
-    **{control.kind: files.ControlFile(control) for control in CONTROLS.values()},
-    NodeKind.SCRATCH_FILE: files.ScratchFile(),
+    NodeKind.META_DIR: MetaDir(),
+    **{control.kind: ControlFile(control) for control in CONTROLS.values()},
+    NodeKind.SCRATCH_FILE: ScratchFile(),
     NodeKind.RESULT_FILE: files.ResultFile(),
     NodeKind.LINK: files.LinkFile(),
 }

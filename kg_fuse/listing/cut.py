@@ -62,20 +62,25 @@ def relevance_cut(scores: Sequence[float], size: int | None, limit: int) -> Cut:
     everything above it); ``limit`` the query's ``.meta/limit``, never exceeded.
     """
     ranked = len(scores)
-    best = scores[0] if scores else None
     if size is None:
         kept = min(ranked, limit)
         # a ranking as long as the limit was fetched to the limit: more may follow
         reason = CutReason.LIMIT if ranked >= limit else CutReason.NONE
     else:
-        cap = min(size, limit)
-        close = sum(1 for score in scores if best is not None and score >= best - CUT_GAP)
-        kept = min(cap, close)
-        if kept >= ranked:
-            reason = CutReason.NONE
-        elif kept == close:
-            reason = CutReason.GAP
-        else:
-            reason = CutReason.LIMIT if limit < size else CutReason.SIZE
+        kept, reason = _close_to_the_best(scores, size, limit)
     falls = (scores[kept - 1], scores[kept]) if 0 < kept < ranked else None
-    return Cut(kept, ranked, reason, size, best, falls)
+    return Cut(kept, ranked, reason, size, scores[0] if scores else None, falls)
+
+
+def _close_to_the_best(scores: Sequence[float], size: int, limit: int
+                       ) -> tuple[int, CutReason]:
+    """How many results are within ``CUT_GAP`` of the best, up to the size and the
+    limit, and what stopped the listing there."""
+    best = scores[0] if scores else None
+    close = sum(1 for score in scores if best is not None and score >= best - CUT_GAP)
+    kept = min(size, limit, close)
+    if kept >= len(scores):
+        return kept, CutReason.NONE
+    if kept == close:
+        return kept, CutReason.GAP
+    return kept, CutReason.LIMIT if limit < size else CutReason.SIZE

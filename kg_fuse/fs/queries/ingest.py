@@ -99,6 +99,10 @@ Key = tuple[str, str]  # (ontology, file name)
 
 
 class IngestBox:
+    """The ``ingest/`` drop boxes' files and their uploads: a service beside the saved
+    queries. The tree's ingest kinds write through it; ``run``, a task of the mount,
+    uploads and follows the jobs, and tells the query service when a document is in."""
+
     def __init__(self, client: KgApiClient, service: QueryService, catalog: Catalog,
                  delay: float = 2.0) -> None:
         """``service``: told when a document is in (the listings go stale);

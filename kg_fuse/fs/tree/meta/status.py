@@ -19,26 +19,26 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
-from kg_fuse.fs.queries.threshold import (
-    PRESET_OFFSETS,
-    FilterLevel,
-    Role,
-    ThresholdExplanation,
-    describe_default,
-    describe_source,
-    preset_value,
-)
-from kg_fuse.fs.tree.listing_text import (
+from kg_fuse.fs.tree.meta.listing_text import (
     counted,
     cut_text,
     format_threshold,
     more_text,
     one_line,
 )
+from kg_fuse.listing.explain import (
+    FilterLevel,
+    Role,
+    ThresholdExplanation,
+    describe_default,
+    describe_source,
+)
+from kg_fuse.listing.presets import PRESET_OFFSETS, preset_value
 
 if TYPE_CHECKING:
-    from kg_fuse.fs.queries.searches import LevelCount
+    from kg_fuse.client.models import SearchResponse
     from kg_fuse.fs.queries.state import ResultSet
+    from kg_fuse.listing.execute import LevelCount
 
 
 def _fmt(value: float | None) -> str:
@@ -179,7 +179,7 @@ def query_toml(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:
     """``.meta/query.toml``: everything about the query, as valid TOML; ``levels`` lists
     every threshold that filters its listing (enclosing queries first, then itself, then
     union and exclude terms)."""
-    effective, default = explanation.own.effective, explanation.default
+    effective = explanation.own.effective
     doc: dict[str, Any] = {
         "name": query.name,
         "query": query.text,
@@ -187,16 +187,33 @@ def query_toml(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:
         **({"preset": effective.preset} if effective.preset else {}),
         "threshold_source": effective.source.value,
         "created_at": query.created_at,
+        **_values_toml(explanation),
+        "auto_adjusted": query.auto_adjusted is not None,
+        "limit": query.effective_limit,
+        "exclude": list(query.exclude),
+        "union": list(query.union),
+        **_where_toml(query),
+        "levels": [_level_toml(level, explanation) for level in explanation.levels],
     }
+    return tomli_w.dumps(doc).encode("utf-8")
+
+
+def _values_toml(explanation: ThresholdExplanation) -> dict[str, Any]:
+    """The effective threshold and the server default, where known."""
+    effective, default = explanation.own.effective, explanation.default
+    doc: dict[str, Any] = {}
     if effective.value is not None:
         doc["effective_threshold"] = effective.value
     if default.value is not None:
         doc["server_default_last_seen"] = default.value
         doc["server_default_learned"] = describe_default(default)
-    doc["auto_adjusted"] = query.auto_adjusted is not None
-    doc["limit"] = query.effective_limit
-    doc["exclude"] = list(query.exclude)
-    doc["union"] = list(query.union)
+    return doc
+
+
+def _where_toml(query: SavedQuery) -> dict[str, Any]:
+    """Where the query sits and what it searches beyond its text: its ontology, its
+    enclosing query, its auto-adjustment, its links (each only if it has one)."""
+    doc: dict[str, Any] = {}
     scope = scope_of(query.path)
     if scope is not None:
         doc["ontology"] = scope
@@ -207,8 +224,7 @@ def query_toml(query: SavedQuery, explanation: ThresholdExplanation) -> bytes:
     if query.links:
         doc["links"] = [{"name": k.name, "target": k.target, "ontology": k.ontology}
                         for k in query.links]
-    doc["levels"] = [_level_toml(level, explanation) for level in explanation.levels]
-    return tomli_w.dumps(doc).encode("utf-8")
+    return doc
 
 
 def _when(wall: float) -> str:
@@ -222,27 +238,9 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
 
     ``pending``: ``results`` was fetched for earlier settings (the fetch for the current
     ones failed): it is described as such, never with the current thresholds' counts."""
-    effective = explanation.own.effective
-    lines = [
-        f"query: {one_line(query.text)}",
-        f"effective threshold: {_fmt(effective.value)} ({effective.described})",
-        f"server default: {describe_default(explanation.default)}",
-    ]
-    if effective.may_list_noise:
-        lines.append(f"warning: {NOISE_WARNING}")
-    if query.auto_adjusted is not None:
-        adj = query.auto_adjusted
-        to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
-        lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
     counts = results.levels if results is not None and not pending else ()
-    if len(explanation.levels) > 1:
-        lines.append(f"thresholds: {counted(len(explanation.chain), 'level', 'levels')}; "
-                     "a concept is listed "
-                     "only when it reaches every level's threshold")
-    lines += [f"{key}: {text}" for key, text in level_lines(explanation, counts)]
-    lines.append(f"limit: {query.effective_limit}")
-    if query.links:
-        lines.append("linked ontologies: " + ", ".join(k.ontology for k in query.links))
+    lines = [*_threshold_lines(query, explanation),
+             *_settings_lines(query, explanation, counts)]
     if results is None:
         lines.append("results: not fetched")
     else:
@@ -255,16 +253,49 @@ def status_file(query: SavedQuery, explanation: ThresholdExplanation,
                 f"{results.plan.limit})")
         lines += _results_lines(results, None if pending else explanation,
                                 stale=problem is not None or pending)
+        lines += _server_lines(results)
     if problem:
         lines.append(f"error: {one_line(problem)}")
     return ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
+
+
+def _threshold_lines(query: SavedQuery, explanation: ThresholdExplanation) -> list[str]:
+    """The query, its threshold and the server default; a warning, an auto-adjustment."""
+    effective = explanation.own.effective
+    lines = [
+        f"query: {one_line(query.text)}",
+        f"effective threshold: {_fmt(effective.value)} ({effective.described})",
+        f"server default: {describe_default(explanation.default)}",
+    ]
+    if effective.may_list_noise:
+        lines.append(f"warning: {NOISE_WARNING}")
+    if query.auto_adjusted is not None:
+        adj = query.auto_adjusted
+        to = "inherit" if adj.to_value is None else format_threshold(adj.to_value)
+        lines.append(f"auto-adjusted: {format_threshold(adj.from_value)} -> {to}")
+    return lines
+
+
+def _settings_lines(query: SavedQuery, explanation: ThresholdExplanation,
+                    counts: tuple[LevelCount, ...]) -> list[str]:
+    """Every level's and term's threshold (with what it did to the listing), the limit,
+    the linked ontologies."""
+    lines = []
+    if len(explanation.levels) > 1:
+        lines.append(f"thresholds: {counted(len(explanation.chain), 'level', 'levels')}; "
+                     "a concept is listed "
+                     "only when it reaches every level's threshold")
+    lines += [f"{key}: {text}" for key, text in level_lines(explanation, counts)]
+    lines.append(f"limit: {query.effective_limit}")
+    if query.links:
+        lines.append("linked ontologies: " + ", ".join(k.ontology for k in query.links))
+    return lines
 
 
 def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
                    stale: bool) -> list[str]:
     """The listing's lines; ``explanation`` None: the listing is of earlier settings, so
     nothing is inferred from the current ones."""
-    response = results.response
     freshness = "stale: server unavailable" if results.stale or stale else "fresh"
     lines = [f"results: {len(results.files)}"]
     cut = cut_text(results)
@@ -274,11 +305,19 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
         lines += [f"more: {more}"] if more else []
     lines += [
         f"fetched: {_when(results.fetched_wall)} ({freshness})",
-        f"threshold used by the server: {format_threshold(response.threshold_used)}",
+        f"threshold used by the server: {format_threshold(results.response.threshold_used)}",
     ]
     culprit = filtered_by(explanation, results.levels) if explanation is not None else None
     if culprit is not None:
         lines.append(f"filtered by: {culprit}")
+    return lines
+
+
+def _server_lines(results: ResultSet) -> list[str]:
+    """What the server said beside the listing: what fell below the threshold, the
+    threshold it suggests, how it read the query's words, and what to try."""
+    response = results.response
+    lines = []
     if response.below_threshold_count is not None:
         lines.append(f"below threshold: {response.below_threshold_count}")
     suggested = response.suggestion  # the one the creation auto-adjust adopts
@@ -290,6 +329,21 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
     elif response.top_match is not None:
         top = response.top_match
         lines.append(f"best near miss: {one_line(top.label)} ({top.score:.4f})")
+    lines += _word_lines(response, empty=not results.files)
+    if not results.files and suggested is not None:
+        what = ("the near misses above" if response.near_misses else "the near misses")
+        lines.append(
+            "hint: nothing reached the threshold; write "
+            f"{format_threshold(suggested)} to .meta/threshold to see {what} "
+            "(below the server default they may be noise)"
+        )
+    return lines
+
+
+def _word_lines(response: SearchResponse, empty: bool) -> list[str]:
+    """How the server read the query's words: expanded, repeated, unknown (``empty``:
+    nothing was listed, so rephrasing is the hint)."""
+    lines = []
     if response.expanded_words:
         lines.append("words read as: " + one_line("; ".join(
             f"{word} -> {', '.join(terms)}" for word, terms in response.expanded_words)))
@@ -301,13 +355,6 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
     if response.unknown_words:
         lines.append("words the documents never use: " + one_line(
             ", ".join(response.unknown_words)))
-        if not results.files:
+        if empty:
             lines.append("hint: rephrase the query in words the documents use")
-    if not results.files and suggested is not None:
-        what = ("the near misses above" if response.near_misses else "the near misses")
-        lines.append(
-            "hint: nothing reached the threshold; write "
-            f"{format_threshold(suggested)} to .meta/threshold to see {what} "
-            "(below the server default they may be noise)"
-        )
     return lines

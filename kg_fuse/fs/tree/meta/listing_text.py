@@ -1,5 +1,5 @@
 """What ``.meta/status`` says of a listing in words: counts as a person writes them,
-where the listing stopped and what stopped it (``queries/cut.py``), why an empty one is
+where the listing stopped and what stopped it (``kg_fuse.listing.cut``), why an empty one is
 empty, and how to see more, offered only where it would list more.
 
 Pure functions of the listing (``ResultSet``: its plan, cut, counts and the server's
@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kg_fuse.fs.queries.cut import CUT_GAP, Cut, CutReason
-from kg_fuse.fs.queries.threshold import PRESET_SIZES
 from kg_fuse.limits import MAX_LIMIT
+from kg_fuse.listing.cut import CUT_GAP, Cut, CutReason
+from kg_fuse.listing.presets import PRESET_SIZES
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.state import ResultSet
+    from kg_fuse.listing.plan import QueryPlan
 
 
 def format_threshold(value: float) -> str:
@@ -92,25 +93,34 @@ def cut_text(results: ResultSet) -> str | None:
         return empty_text(results)
     if cut is None:
         return None
-    single = len(plan.levels) == 1 and not plan.union and not plan.exclude
-    # a ranking as deep as the fetch may go on: the server was asked for ``limit``
-    found = f"at least {cut.ranked}" if cut.ranked >= plan.limit and single else str(cut.ranked)
+    found = _found(cut, plan)
     if cut.reason is CutReason.NONE:
         return (f"none: all {found} within {CUT_GAP} of the best score are listed"
                 if plan.size is not None else
                 "none: an explicit threshold lists every match above it")
-    head = f"after {cut.kept} of {found} matches"
+    return f"after {cut.kept} of {found} matches: {_stopped_by(cut, plan)}"
+
+
+def _found(cut: Cut, plan: QueryPlan) -> str:
+    """How many matches reached every threshold: 'at least N' for a single term's
+    ranking as deep as the fetch (the server was asked for ``limit``: more may follow)."""
+    single = len(plan.levels) == 1 and not plan.union and not plan.exclude
+    return f"at least {cut.ranked}" if cut.ranked >= plan.limit and single else str(cut.ranked)
+
+
+def _stopped_by(cut: Cut, plan: QueryPlan) -> str:
+    """What stopped a listing that was cut: the limit, the preset's size or the gap."""
     limit = f".meta/limit is {plan.limit}"
     if cut.reason is CutReason.LIMIT:
         within = f"; {_within_text(cut)}" if plan.size and cut.falls else ""
-        return f"{head}: {limit}{within}"
+        return f"{limit}{within}"
     assert plan.size is not None
     size = f"the {_preset_of(plan.size)} listing size is {plan.size}"
     if cut.reason is CutReason.SIZE:
-        return f"{head}: {size}; {_within_text(cut)}"
+        return f"{size}; {_within_text(cut)}"
     if cut.kept == min(plan.size, plan.limit):  # the size (or limit) stops it here too
-        return f"{head}: {_gap_text(cut)}; {limit if plan.limit < plan.size else size} too"
-    return f"{head}: {_gap_text(cut)}"
+        return f"{_gap_text(cut)}; {limit if plan.limit < plan.size else size} too"
+    return _gap_text(cut)
 
 
 def empty_text(results: ResultSet) -> str:

@@ -1,0 +1,60 @@
+"""What one listing searches (a ``QueryPlan``), made from the thresholds that filter it.
+
+A query is a chain of levels (a nested query's ancestors, then itself). Each level's term
+is searched at that level's own effective threshold (``explain.py``) and restricted to
+that level's ontologies (its scope or links, OR between links); union and exclude terms
+are searched at the query's own threshold. The plan's ``size`` is the own threshold's
+listing size, where the cut stops at the latest (``cut.py``). Equal plans give equal
+listings, so a plan is also what a held listing was fetched for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kg_fuse.listing.explain import Role, ThresholdExplanation
+from kg_fuse.listing.thresholds import effective_threshold
+
+
+@dataclass(frozen=True)
+class Level:
+    text: str
+    min_similarity: float | None  # None: omit, the server default applies
+    ontologies: tuple[str, ...] = ()  # empty: every ontology
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """Everything that decides a listing; equal plans give equal listings."""
+
+    levels: tuple[Level, ...]
+    limit: int
+    union: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    size: int | None = None  # the preset's listing size; None: all above the thresholds
+
+    @property
+    def own(self) -> Level:
+        return self.levels[-1]
+
+
+def plan_listing(explanation: ThresholdExplanation,
+                 ontologies: Sequence[tuple[str, ...]], limit: int) -> QueryPlan:
+    """The searches behind a listing: each level of the chain at the threshold the
+    explanation gives it, in its ``ontologies`` (one tuple per level), and how far the
+    ranking may be listed."""
+    levels = tuple(Level(level.text, level.effective.min_similarity, where)
+                   for level, where in zip(explanation.chain, ontologies, strict=True))
+    return QueryPlan(levels, limit, explanation.terms(Role.UNION),
+                     explanation.terms(Role.EXCLUDE), explanation.own.effective.listing_size)
+
+
+def inheriting_plan(text: str, ontologies: tuple[str, ...], limit: int,
+                    cut: bool = True) -> QueryPlan:
+    """What a query directory that inherits the server default lists (``cut`` False:
+    everything above the default, as an explicit threshold lists): what ``kg-fuse eval``
+    measures."""
+    inherited = effective_threshold(None, None, None)
+    return QueryPlan((Level(text, inherited.min_similarity, ontologies),), limit,
+                     size=inherited.listing_size if cut else None)

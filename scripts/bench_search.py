@@ -30,7 +30,7 @@ from pathlib import Path
 
 from kg_fuse.eval import sets
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.understand import QueryReading

@@ -248,8 +248,8 @@ async def record(store_path: Path) -> list[dict[str, Any]]:
     from kg_fuse.server.api.auth import ensure_credentials, token_ttl
     from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
     from kg_fuse.server.embedding.embedder import Embedder
-    from kg_fuse.server.graph import startup
-    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
+    from kg_fuse.server.startup.prepare import prepare
     from kg_fuse.server.storage.store import Store
     from tests.helpers.store import copy_store
 
@@ -259,7 +259,7 @@ async def record(store_path: Path) -> list[dict[str, Any]]:
         embedder.load()
         graph = KnowledgeGraph(store, embedder)
         try:
-            startup.prepare(graph, corpus="stdlib", modules=list(SMALL_TEST_MODULES),
+            prepare(graph, corpus="stdlib", modules=list(SMALL_TEST_MODULES),
                             progress=False)
             credentials = ensure_credentials(store, Path(work) / "credentials.json", API_URL)
             app = create_app(graph, token_ttl(None))

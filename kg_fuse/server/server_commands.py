@@ -33,7 +33,7 @@ from kg_fuse.memory import few_malloc_arenas
 from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
-    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +241,8 @@ def _open_graph(data_dir: Path | None, model_name: str | None = None) -> Knowled
     is refused, naming the command that re-embeds it (:mod:`.graph.model_record`)."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.graph import model_record
-    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
+    from kg_fuse.server.startup import model_record
     from kg_fuse.server.storage.store import Store
 
     if model_name is not None:
@@ -263,7 +263,7 @@ def _reembed_if_asked(args: argparse.Namespace) -> bool:
     to serve it; with no server running, the new store is in place."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.graph import model_record, reembed
+    from kg_fuse.server.startup import model_record, reembed
     from kg_fuse.server.storage.store import read_setting_at
 
     db = paths.server_db_path(args.data_dir)
@@ -303,10 +303,10 @@ def _check_inputs(args: argparse.Namespace) -> None:
 
 
 def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
-    from kg_fuse.server.graph import startup
+    from kg_fuse.server.startup.prepare import prepare
 
     try:
-        startup.prepare(graph, corpus=args.corpus, modules=args.modules,
+        prepare(graph, corpus=args.corpus, modules=args.modules,
                         ingest=list(args.ingest), ontology=args.ontology, progress=True)
     except ValueError as exc:  # --modules naming something the corpus cannot read
         raise UsageError(str(exc), hint=MODULES_HINT) from None
@@ -380,7 +380,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     _make_private(args.data_dir, args.log_file)
-    from kg_fuse.server.graph import reembed
+    from kg_fuse.server.startup import reembed
 
     if reembed.swap_in_ready(paths.server_db_path(args.data_dir)):
         log.info("serving the store re-embedded while the last server ran")
@@ -466,8 +466,9 @@ def _stored_report(db: Path) -> str | None:
     """The calibration table the store keeps, read with sqlite3 alone (no model)."""
     import json
 
-    from kg_fuse.server.search.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
     from kg_fuse.server.storage.store import read_setting_at
+    from kg_fuse.server.threshold.calibrate import CalibrationReport, format_report
+    from kg_fuse.server.threshold.keys import CALIBRATION_KEY
 
     raw = read_setting_at(db, CALIBRATION_KEY)
     if raw is None:
@@ -490,7 +491,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         print(report_text)
         return 0
     _setup_logging()
-    from kg_fuse.server.search.calibrate import format_report
+    from kg_fuse.server.threshold.calibrate import format_report
 
     graph = _open_graph(args.data_dir)
     try:

@@ -10,12 +10,13 @@ import pytest
 
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import startup
-from kg_fuse.server.graph.jobs import JobRunner, QueuedJob
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.search import calibrate
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.knowledge.jobs import JobRunner, QueuedJob
 from kg_fuse.server.search.index import ConceptIndex
+from kg_fuse.server.startup.prepare import prepare
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold import calibrate
+from kg_fuse.server.threshold.keys import CALIBRATION_KEY
 
 SAUCES = """# Sauces
 
@@ -51,7 +52,7 @@ def embedder() -> Embedder:
 @pytest.fixture
 def graph(tmp_path: Path, embedder: Embedder) -> KnowledgeGraph:
     graph = KnowledgeGraph(Store(tmp_path / "kg.sqlite3"), embedder)
-    startup.prepare(graph, corpus="none", progress=False)
+    prepare(graph, corpus="none", progress=False)
     return graph
 
 
@@ -123,7 +124,7 @@ def test_calibrated_default_follows_the_corpus_but_an_admin_value_stays(
     graph.changes.add_documents([doc(SAUCES, "sauces.md")])
     prov = graph.threshold.provenance()
     assert prov["source"] == "calibrated" and prov["concept_count"] == 3
-    report = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    report = graph.store.get_json_setting(CALIBRATION_KEY)
     assert graph.threshold.stored() == report["default"]
     # +1 concept of 3 is more than 20%: recalibrated on 6 (bread adds 3)
     graph.changes.add_documents([doc(BREAD, "bread.md")])
@@ -142,18 +143,18 @@ def test_a_default_calibrated_by_an_earlier_rule_is_calibrated_again(
     median of several) gives a calibrated default by the new rule at the next start; an
     administrator's value is never touched."""
     graph.changes.add_documents([doc(SAUCES, "sauces.md")])
-    report = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    report = graph.store.get_json_setting(CALIBRATION_KEY)
     assert not graph.threshold.recalibrate_if_drifted()  # same corpus, same rule
     report["rule"] = "default = ceil((3rd-highest per-concept noise score + 0.03) * 100) / 100"
     report["sample_floors"] = []
-    graph.store.set_setting(calibrate.CALIBRATION_KEY, json.dumps(report))
+    graph.store.set_setting(CALIBRATION_KEY, json.dumps(report))
     assert graph.threshold.recalibrate_if_drifted()
-    again = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    again = graph.store.get_json_setting(CALIBRATION_KEY)
     assert again["rule"] == calibrate.RULE and len(again["sample_floors"]) == calibrate.ROUNDS
     assert graph.threshold.stored() == again["default"]
     graph.threshold.set(0.77, provenance={"source": "administrator", "set_by": "admin",
                                           "set_at": "now"})
-    graph.store.set_setting(calibrate.CALIBRATION_KEY, json.dumps(report))
+    graph.store.set_setting(CALIBRATION_KEY, json.dumps(report))
     assert not graph.threshold.recalibrate_if_drifted()
     assert graph.threshold.stored() == 0.77
 
@@ -244,8 +245,8 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         graph: KnowledgeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user who sees a new document in the catalog and searches for it finds it; the
     epoch a client refreshes on moves only once both are visible."""
-    from kg_fuse.server.graph import indexing
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.knowledge import indexing
+    from kg_fuse.server.storage import reads
 
     admin_default(graph)
     graph.changes.add_documents([doc(SAUCES, "sauces.md")])
@@ -253,8 +254,8 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
     real_embed = indexing.embed_missing
 
     def listed() -> list[str]:
-        _, ontology_id = repository.resolve_parent(graph.store, "kitchen", "ontology")
-        page = repository.children(graph.store, "document", ontology_id, None, "name",
+        _, ontology_id = reads.resolve_parent(graph.store, "kitchen", "ontology")
+        page = reads.children(graph.store, "document", ontology_id, None, "name",
                                    100, 0)
         return [r["filename"] for r in page.rows]
 
@@ -269,22 +270,22 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
     assert sorted(listed()) == ["bread.md", "sauces.md"]
     assert graph.store.epoch() > seen["epoch while embedding"]
     assert ranking(graph.index, graph, "knead the dough")[0][1] > 0.5
-    files = repository.ontology_files(graph.store, repository.ontology(
+    files = reads.ontology_files(graph.store, reads.ontology(
         graph.store, "kitchen")["id"])
     assert files == ["bread.md", "sauces.md"]
 
 
 def test_a_document_an_interrupted_ingest_left_unlisted_is_taken_out_at_start(
         tmp_path: Path, embedder: Embedder) -> None:
-    from kg_fuse.server.storage import content, repository
+    from kg_fuse.server.storage import reads, writes
 
     store = Store(tmp_path / "kg.sqlite3")
-    content.write_documents(store, [doc(BREAD, "bread.md")], published=False)
-    assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) == []
+    writes.write_documents(store, [doc(BREAD, "bread.md")], published=False)
+    assert reads.ontology_files(store, reads.ontology(store, "kitchen")["id"]) == []
     graph = KnowledgeGraph(store, embedder)
-    startup.prepare(graph, corpus="none", progress=False)
+    prepare(graph, corpus="none", progress=False)
     # its job says "upload the file again": listing it would make that upload a duplicate
-    assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) == []
+    assert reads.ontology_files(store, reads.ontology(store, "kitchen")["id"]) == []
     assert len(graph.index) == 0
     assert store.query_one("SELECT 1 FROM concepts") is None  # nothing half-ingested
 
@@ -315,9 +316,9 @@ def scoped(graph: KnowledgeGraph, ontology: str, query: str = "knead the dough")
 
 
 def files(graph: KnowledgeGraph, ontology: str) -> list[str]:
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.storage import reads
 
-    return repository.ontology_files(graph.store, repository.ontology(
+    return reads.ontology_files(graph.store, reads.ontology(
         graph.store, ontology)["id"])
 
 
@@ -325,7 +326,7 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
         graph: KnowledgeGraph) -> None:
     """Duplicates are per ontology, as on the platform: the copy is listed and searchable
     in both, under two document ids, and the index grown in place matches a fresh load."""
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.storage import reads
 
     admin_default(graph)
     graph.changes.add_documents([doc(BREAD, "bread.md", "kitchen")])
@@ -337,7 +338,7 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
     fresh = ConceptIndex.load(graph.store)
     assert [c for c, _ in fresh.search(graph.searcher.prepared("knead the dough").vector, 0.3,
                                        ontology="baking")] == kneading
-    held = {o: repository.document_in_ontology(graph.store, BREAD, o)
+    held = {o: reads.document_in_ontology(graph.store, BREAD, o)
             for o in ("kitchen", "baking", "pastry")}
     assert held["kitchen"] and held["baking"] and held["kitchen"] != held["baking"]
     assert held["pastry"] is None
@@ -360,18 +361,18 @@ def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
 
 
 def test_removing_one_copy_leaves_its_concepts_to_the_other(graph: KnowledgeGraph) -> None:
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.storage import reads
 
     admin_default(graph)
     graph.changes.add_documents([doc(BREAD, "bread.md", "kitchen")])
     graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])
-    graph.changes.remove_document(repository.document_in_ontology(graph.store, BREAD, "baking"))
+    graph.changes.remove_document(reads.document_in_ontology(graph.store, BREAD, "baking"))
     assert scoped(graph, "baking") == [] and len(scoped(graph, "kitchen")) >= 1
     assert len(graph.index) == 3
-    graph.changes.remove_document(repository.document_in_ontology(graph.store, BREAD, "kitchen"))
+    graph.changes.remove_document(reads.document_in_ontology(graph.store, BREAD, "kitchen"))
     assert scoped(graph, "kitchen") == [] and len(graph.index) == 0
     graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])  # and back, under its hash
-    assert repository.document_in_ontology(graph.store, BREAD, "baking") == doc(
+    assert reads.document_in_ontology(graph.store, BREAD, "baking") == doc(
         BREAD, "b.md").id
 
 

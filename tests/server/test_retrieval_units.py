@@ -9,25 +9,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg_fuse.server.graph import indexing
+from kg_fuse.server.knowledge import indexing
 from kg_fuse.server.search import keywords
-from kg_fuse.server.search.calibrate import (
-    EVERYDAY_WORDS,
-    GLUE_WORDS,
-    NOISE_SHAPES,
-    RULE,
-    CalibrationReport,
-    drifted,
-    format_report,
-    gibberish_queries,
-    noise_floor,
-    probe_queries,
-)
 from kg_fuse.server.search.index import ConceptIndex, merge
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import TYPO_PENALTY, read_query
 from kg_fuse.server.search.views import WEIGHTS, fuse, split_name, view_texts
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold.calibrate import (
+    RULE,
+    CalibrationReport,
+    drifted,
+    format_report,
+    noise_floor,
+    probe_queries,
+)
+from kg_fuse.server.threshold.noise import (
+    EVERYDAY_WORDS,
+    GLUE_WORDS,
+    NOISE_SHAPES,
+    gibberish_queries,
+)
 
 
 def unit(*values: float) -> np.ndarray:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import indexing, startup
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge import indexing
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.search import keywords, lexicon
+from kg_fuse.server.startup.prepare import prepare
 from kg_fuse.server.storage.store import Store
 from tests.helpers.store import copy_store
 
@@ -81,6 +82,6 @@ def test_starting_on_a_built_store_reads_no_corpus_text(
     monkeypatch.setattr(indexing, "corpus_acronyms",
                         lambda s: read.append("acronyms") or real(s))
     graph = KnowledgeGraph(store, Embedder())
-    startup.prepare(graph, corpus="none", progress=False)
+    prepare(graph, corpus="none", progress=False)
     assert len(graph.index) > 100
     assert read == []

@@ -19,9 +19,9 @@ from kg_fuse.server.api import (
     routes_query,
 )
 from kg_fuse.server.api.deps import AppContext
-from kg_fuse.server.graph.jobs import JobRunner
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.storage.repository import NotFound
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.knowledge.jobs import JobRunner
+from kg_fuse.server.storage.reads import NotFound
 
 log = logging.getLogger(__name__)
 

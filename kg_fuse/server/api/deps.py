@@ -31,8 +31,8 @@ from kg_fuse.limits import MAX_NAME_CHARS
 from kg_fuse.server.api import auth
 from kg_fuse.server.api.auth import Principal
 from kg_fuse.server.api.throttle import SignInLimit
-from kg_fuse.server.graph.jobs import JobRunner
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.knowledge.jobs import JobRunner
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,10 @@ from kg_fuse.server.api.schemas import (
     ThresholdUpdateResponse,
     TokenResponse,
 )
-from kg_fuse.server.search import lexicon, presets
-from kg_fuse.server.search.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION, THRESHOLD_KEY
+from kg_fuse.server.search import lexicon
+from kg_fuse.server.threshold import presets
+from kg_fuse.server.threshold.calibrate import FALLBACK_THRESHOLD, RECALIBRATE_FRACTION
+from kg_fuse.server.threshold.keys import THRESHOLD_KEY
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from kg_fuse.server.api.schemas import (
     DocumentConceptsResponse,
     DocumentDeleteResponse,
 )
-from kg_fuse.server.graph import duplicates
-from kg_fuse.server.storage import repository
+from kg_fuse.server.knowledge import duplicates
+from kg_fuse.server.storage import reads
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +33,12 @@ NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has n
 def document_concepts(document_id: str, store: Storage, _user: User
                       ) -> DocumentConceptsResponse:
     """One row per (concept, source) pair of the document, most instances first."""
-    row = repository.document(store, document_id)
-    concepts = [DocumentConcept(**r) for r in repository.document_concepts(store, document_id)]
+    row = reads.document(store, document_id)
+    concepts = [DocumentConcept(**r) for r in reads.document_concepts(store, document_id)]
     return DocumentConceptsResponse(
         document_id=document_id, filename=row["filename"] or "unknown", concepts=concepts,
         total=len(concepts),
-        warnings=duplicates.warnings(repository.near_duplicates(row)))
+        warnings=duplicates.warnings(reads.near_duplicates(row)))
 
 
 @router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
@@ -82,7 +82,7 @@ async def ingest_image(
 
 @router.get("/sources/{source_id}/image")
 async def source_image(source_id: str, store: Storage, _user: User) -> None:
-    content_type = await run_in_threadpool(repository.source_content_type, store, source_id)
+    content_type = await run_in_threadpool(reads.source_content_type, store, source_id)
     if content_type == "image":  # no image bytes are ever stored
         raise HTTPException(status_code=404, detail=f"Source not found: {source_id}")
     raise HTTPException(status_code=400, detail=(

@@ -19,8 +19,8 @@ from kg_fuse.server.api.schemas import (
     OntologyInfoResponse,
 )
 from kg_fuse.server.corpus import content_hash
-from kg_fuse.server.graph.jobs import QueuedJob, QueueFull
-from kg_fuse.server.storage import content, repository
+from kg_fuse.server.knowledge.jobs import QueuedJob, QueueFull
+from kg_fuse.server.storage import reads, writes
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> Ontolo
     from kg_fuse.server.api.routes_catalog import ontology_info
 
     try:
-        content.create_ontology(ctx.store, body.name, body.description,
+        writes.create_ontology(ctx.store, body.name, body.description,
                                 created_by=user.client_id)
     except FileExistsError:
         raise HTTPException(status_code=409,
@@ -72,7 +72,7 @@ async def ingest(
     digest = content_hash(text)
     jobs = ctx.jobs
     if not form.force:
-        stored = await run_in_threadpool(repository.document_in_ontology, ctx.store,
+        stored = await run_in_threadpool(reads.document_in_ontology, ctx.store,
                                          text, ontology)
         previous = await run_in_threadpool(jobs.existing_job, digest, ontology)
         active = previous is not None and previous["status"] in ("pending", "running")

@@ -27,8 +27,8 @@ from kg_fuse.server.api.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.storage import repository
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.storage import reads
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -100,26 +100,26 @@ async def search(body: SearchRequest, ctx: Ctx, store: Storage, _user: User) -> 
 
 def _instances(store: Store, concept_id: str, limit: int = -1) -> list[ConceptInstance]:
     """A concept's evidence, oldest first, as the contract's instances."""
-    return [ConceptInstance(**i) for i in repository.instances(store, concept_id, limit)]
+    return [ConceptInstance(**i) for i in reads.instances(store, concept_id, limit)]
 
 
 def _concept_details(store: Store, concept_id: str) -> ConceptDetailsResponse:
-    row = repository.concept(store, concept_id)
+    row = reads.concept(store, concept_id)
     relationships = [
         ConceptRelationship(to_id=r["to_id"], to_label=r["label"], rel_type=r["rel_type"],
                             confidence=r["confidence"],
                             source="inference" if r["rel_type"] == "SIMILAR_TO"
                             else "extraction")
-        for r in repository.relationships(store, concept_id)
+        for r in reads.relationships(store, concept_id)
     ]
     provenance_docs = [ProvenanceDocument(**r)
-                       for r in repository.provenance_documents(store, concept_id)]
+                       for r in reads.provenance_documents(store, concept_id)]
     return ConceptDetailsResponse(
         concept_id=row["id"],
         label=row["label"],
         description=row["description"] or "",
         search_terms=json.loads(row["search_terms"] or "[]"),
-        documents=repository.ontologies_of(store, [concept_id]).get(concept_id, []),
+        documents=reads.ontologies_of(store, [concept_id]).get(concept_id, []),
         instances=_instances(store, concept_id),
         relationships=relationships,
         provenance=ConceptProvenance(documents=provenance_docs),

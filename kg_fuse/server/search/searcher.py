@@ -3,7 +3,7 @@ and what is done with them (read a query, score it, search, the near-miss hint).
 
 Methods are blocking; routes call them through worker threads. The index and the
 vocabulary are swapped in as new references when content changes (the knowledge graph
-decides when: :class:`kg_fuse.server.graph.knowledge_graph.KnowledgeGraph`), so a search that took
+decides when: :class:`kg_fuse.server.knowledge.graph.KnowledgeGraph`), so a search that took
 them once never sees them half-updated, and every cache keyed by them empties itself.
 """
 
@@ -27,7 +27,7 @@ from kg_fuse.server.search.index import (
     memberships,
 )
 from kg_fuse.server.search.lexicon import wordnet
-from kg_fuse.server.search.scale import IDENTITY, SCALE_KEY, ScoreScale
+from kg_fuse.server.search.scale import IDENTITY
 from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
 from kg_fuse.server.storage.store import Store
 
@@ -77,7 +77,8 @@ class Searcher:
         self.store = store  # keyword lookups (FTS5) and the index's stored vectors
         self.embedder = embedder
         self.index = ConceptIndex()
-        #: the model's cosines on the reference scale (:mod:`.scale`); set at start-up
+        #: the model's cosines on the reference scale (:mod:`.scale`): the store's, set
+        #: by whoever loads the index (:mod:`kg_fuse.server.threshold.score_scale`)
         self.scale = IDENTITY
         self.vocabulary = Vocabulary()
         self.lexicon = wordnet()
@@ -204,7 +205,6 @@ class Searcher:
     def reload(self) -> None:
         """The index and vocabulary read afresh from the store."""
         self.index = ConceptIndex.load(self.store)
-        self.scale = ScoreScale.from_json(self.store.get_setting(SCALE_KEY)) or IDENTITY
         with self.store.locked() as conn:
             self.vocabulary = keywords.load_vocabulary(conn)
 

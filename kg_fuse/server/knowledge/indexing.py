@@ -2,7 +2,7 @@
 indexed, their nearest neighbours linked.
 
 Embedding happens outside the store lock, so a slow batch never stalls readers; the
-rows are written by :mod:`kg_fuse.server.storage.content`.
+rows are written by :mod:`kg_fuse.server.storage.writes`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import acronyms
 from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.search.views import embedded_views, split_name, view_texts
-from kg_fuse.server.storage import content
-from kg_fuse.server.storage.content import ConceptText
+from kg_fuse.server.storage import writes
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.storage.writes import ConceptText
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def corpus_acronyms(store: Store) -> dict[str, str]:
     """The acronyms the stored corpus defines in its own text (lower case -> long form)."""
     if not EXPAND_ACRONYMS:
         return {}
-    return acronyms.build_map(content.chunk_texts(store))
+    return acronyms.build_map(writes.chunk_texts(store))
 
 
 def _concept_texts(store: Store, rows: list[sqlite3.Row]) -> list[ConceptText]:
@@ -42,7 +42,7 @@ def _concept_texts(store: Store, rows: list[sqlite3.Row]) -> list[ConceptText]:
     if not rows:  # a built store at start: no need to read the corpus's acronyms
         return []
     defined = corpus_acronyms(store)
-    evidence = content.evidence_quotes(store, [r["id"] for r in rows])
+    evidence = writes.evidence_quotes(store, [r["id"] for r in rows])
     out = []
     for r in rows:
         keys = r.keys()
@@ -69,8 +69,8 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
     job when the server shuts down), and nothing is written then.
     """
     wanted = embedded_views()
-    have = content.stored_views(store)
-    concepts = _concept_texts(store, content.concepts_lacking_views(store, wanted))
+    have = writes.stored_views(store)
+    concepts = _concept_texts(store, writes.concepts_lacking_views(store, wanted))
     if not concepts:
         return []
     jobs = [(c.id, view, c.views[view]) for c in concepts for view in wanted
@@ -80,7 +80,7 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
     log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),
              embedder.name)
     vectors = _embed(embedder, [text for _, _, text in jobs], progress, checkpoint)
-    content.save_views(store, embedder.name, [
+    writes.save_views(store, embedder.name, [
         (cid, view, np.ascontiguousarray(v, np.float32).tobytes())
         for (cid, view, _), v in zip(jobs, vectors, strict=True)], concepts)
     return [c.id for c in concepts]
@@ -101,9 +101,9 @@ def _embed(embedder: Embedder, texts: list[str], progress: bool,
 
 def index_missing_text(store: Store) -> int:
     """Keyword-index concepts embedded before the keyword index existed."""
-    concepts = _concept_texts(store, content.concepts_lacking_text(store))
+    concepts = _concept_texts(store, writes.concepts_lacking_text(store))
     if concepts:
-        content.save_text(store, concepts)
+        writes.save_text(store, concepts)
         log.info("indexed the text of %d concepts for keyword search", len(concepts))
     return len(concepts)
 
@@ -114,5 +114,5 @@ def link_similar(store: Store, index: ConceptIndex, concept_ids: list[str],
     neighbours = index.nearest_neighbours(concept_ids, k)
     edges = [(cid, other, score) for cid, near in neighbours.items() for other, score in near]
     if edges:
-        content.add_similar(store, edges)
+        writes.add_similar(store, edges)
     return len(edges)

@@ -39,9 +39,9 @@ from kg_fuse.limits import (
 )
 from kg_fuse.memory import give_memory_back
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.graph import duplicates
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.storage import job_rows, repository
+from kg_fuse.server.knowledge import duplicates
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.storage import job_rows, reads
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -247,14 +247,14 @@ class JobRunner:
                                        "chunks_total": len(doc.chunks),
                                        "concepts_total": total})
         self._check_stopping()
-        held = repository.document_in_ontology(self.store, text, ontology)
+        held = reads.document_in_ontology(self.store, text, ontology)
         if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
             self.graph.changes.remove_document(held)
         outcome = self.graph.changes.add_documents([doc], created_by=job_id,
                                            checkpoint=self._check_stopping)
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
-                        "document_id": repository.document_in_ontology(
+                        "document_id": reads.document_in_ontology(
                             self.store, text, ontology)}
         if outcome.near_duplicates:
             result["warnings"] = duplicates.warnings(outcome.near_duplicates)

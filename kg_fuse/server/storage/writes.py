@@ -3,7 +3,7 @@ deletions.
 
 Every function here that changes what a client can see bumps the epoch in the same
 transaction. Embedding happens elsewhere, outside the store lock, so a slow batch never
-stalls readers (:mod:`kg_fuse.server.graph.indexing`); callers run these functions in
+stalls readers (:mod:`kg_fuse.server.knowledge.indexing`); callers run these functions in
 worker threads.
 """
 

@@ -4,21 +4,22 @@ step.
 A façade: searching is the searcher's (:class:`~kg_fuse.server.search.searcher.Searcher`),
 the default threshold and calibration :attr:`KnowledgeGraph.threshold`'s
 (:mod:`.default_threshold`), adding and removing content :attr:`KnowledgeGraph.changes`'
-(:mod:`.changes`), and start-up :func:`kg_fuse.server.graph.startup.prepare`'s.
+(:mod:`.changes`), and start-up :func:`kg_fuse.server.startup.prepare.prepare`'s.
 Methods here are blocking; routes call them through worker threads.
 """
 
 from __future__ import annotations
 
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph.changes import ContentChanges
-from kg_fuse.server.graph.default_threshold import DefaultThreshold
+from kg_fuse.server.knowledge.changes import ContentChanges
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.search.searcher import Searcher, SearchOutcome
 from kg_fuse.server.search.understand import QueryReading
-from kg_fuse.server.storage import repository
+from kg_fuse.server.storage import reads
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold import score_scale
+from kg_fuse.server.threshold.default import DefaultThreshold
 
 #: Concept summaries kept for search results (a few hundred bytes each).
 SUMMARIES = 8192
@@ -52,13 +53,13 @@ class KnowledgeGraph:
 
     def summaries(self, ids: list[str]) -> dict[str, dict]:
         """Label, description, ontologies and evidence count of each concept (as
-        :func:`repository.concept_summaries`), cached while the content stays the same:
+        :func:`reads.concept_summaries`), cached while the content stays the same:
         every change of content moves the epoch."""
         generation = (self.index, self.store.epoch())
         found = self._summaries.get_many(generation, ids)
         missing = [cid for cid in ids if cid not in found]
         if missing:
-            fetched = repository.concept_summaries(self.store, missing)
+            fetched = reads.concept_summaries(self.store, missing)
             self._summaries.put_many(generation, fetched)
             found.update(fetched)
         return found
@@ -69,4 +70,6 @@ class KnowledgeGraph:
         return self.searcher.search(query, threshold, limit, offset, ontology)
 
     def reload_index(self) -> None:
+        """The index, vocabulary and score scale read afresh from the store."""
         self.searcher.reload()
+        self.searcher.scale = score_scale.stored(self.store)

@@ -63,8 +63,7 @@ def main() -> int:
     def uncached(reading: QueryReading, index: object) -> keywords.KeywordMatch:
         cache = keywords.TermCache()
         cache.counts, cache.rows = Forgetful(), Forgetful()
-        with graph.store.locked() as conn:
-            return keywords.keyword_scores(conn, reading, len(graph.index), cache=cache)
+        return keywords.keyword_scores(graph.store, reading, len(graph.index), cache=cache)
 
     def unread(query: str) -> QueryReading:  # no reading: the query embedded as typed
         return QueryReading((), judged=False)

@@ -463,7 +463,7 @@ def index_command(args: argparse.Namespace) -> int:
 
 
 def _stored_report(db: Path) -> str | None:
-    """The calibration table the store keeps, read with sqlite3 alone (no model)."""
+    """The calibration table the store keeps, read from its file alone (no model)."""
     import json
 
     from kg_fuse.server.storage.store import read_setting_at

@@ -48,11 +48,10 @@ def test_a_restart_does_not_stem_the_corpus_again(store: Store) -> None:
     vocabulary it gets is the one stemming gives."""
     with store.transaction() as conn:  # as a store written before stems were kept
         conn.execute("DELETE FROM settings WHERE key = ?", (keywords.STEMS_KEY,))
-    with store.locked() as conn:
-        first = stemmed_during(lambda: keywords.load_vocabulary(conn))
-        vocabulary = keywords.load_vocabulary(conn)
-        again = stemmed_during(lambda: keywords.load_vocabulary(conn))
-        restarted = keywords.load_vocabulary(conn)
+    first = stemmed_during(lambda: keywords.load_vocabulary(store))
+    vocabulary = keywords.load_vocabulary(store)
+    again = stemmed_during(lambda: keywords.load_vocabulary(store))
+    restarted = keywords.load_vocabulary(store)
     assert len(first) > 500
     assert again == []
     assert restarted == vocabulary
@@ -64,9 +63,8 @@ def test_a_restart_does_not_stem_the_corpus_again(store: Store) -> None:
 def test_stems_from_another_stemmer_or_unreadable_are_not_used(store: Store,
                                                                 kept: str) -> None:
     store.set_setting(keywords.STEMS_KEY, kept)
-    with store.locked() as conn:
-        asked = stemmed_during(lambda: keywords.load_vocabulary(conn))
-        vocabulary = keywords.load_vocabulary(conn)
+    asked = stemmed_during(lambda: keywords.load_vocabulary(store))
+    vocabulary = keywords.load_vocabulary(store)
     assert "compress" in asked
     assert vocabulary.forms("compress") == vocabulary.forms("compressed") != ()
     rewritten = json.loads(store.get_setting(keywords.STEMS_KEY) or "{}")

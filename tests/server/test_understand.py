@@ -277,9 +277,8 @@ def store(tmp_path: Path) -> Store:
 
 
 def match(store: Store, query: str, lexicon: WordNet) -> keywords.KeywordMatch:
-    with store.locked() as conn:
-        reading = read_query(query, keywords.load_vocabulary(conn), lexicon)
-        return keywords.keyword_scores(conn, reading, store.concept_count())
+    reading = read_query(query, keywords.load_vocabulary(store), lexicon)
+    return keywords.keyword_scores(store, reading, store.concept_count())
 
 
 def test_a_bridge_finds_its_concept_below_the_word_s_own_weight(store: Store,

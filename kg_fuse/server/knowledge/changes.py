@@ -17,7 +17,7 @@ from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.knowledge import duplicates, indexing
 from kg_fuse.server.search.searcher import Searcher
-from kg_fuse.server.storage import reads, writes
+from kg_fuse.server.storage import reads, search_rows, writes
 from kg_fuse.server.storage.store import Store
 from kg_fuse.server.threshold.default import DefaultThreshold
 
@@ -44,7 +44,7 @@ class ContentChanges:
     def _add_to_index(self, concept_ids: list[str], touched: Iterable[str] = ()) -> None:
         """Tell the search about new concepts and those whose evidence changed."""
         self.searcher.add(concept_ids, touched,
-                          writes.texts_of(self.store, concept_ids) if concept_ids else ())
+                          search_rows.texts_of(self.store, concept_ids) if concept_ids else ())
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
                       created_by: str | None = None,

@@ -8,7 +8,6 @@ rows are written by :mod:`kg_fuse.server.storage.writes`.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 
 import numpy as np
@@ -17,7 +16,8 @@ from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import acronyms
 from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.search.views import embedded_views, split_name, view_texts
-from kg_fuse.server.storage import writes
+from kg_fuse.server.storage import search_rows, writes
+from kg_fuse.server.storage.search_rows import StoredConcept
 from kg_fuse.server.storage.store import Store
 from kg_fuse.server.storage.writes import ConceptText
 
@@ -34,25 +34,21 @@ def corpus_acronyms(store: Store) -> dict[str, str]:
     """The acronyms the stored corpus defines in its own text (lower case -> long form)."""
     if not EXPAND_ACRONYMS:
         return {}
-    return acronyms.build_map(writes.chunk_texts(store))
+    return acronyms.build_map(search_rows.chunk_texts(store))
 
 
-def _concept_texts(store: Store, rows: list[sqlite3.Row]) -> list[ConceptText]:
-    """The texts of these concept rows, in their order."""
-    if not rows:  # a built store at start: no need to read the corpus's acronyms
+def _concept_texts(store: Store, concepts: list[StoredConcept]) -> list[ConceptText]:
+    """The texts of these concepts, in their order."""
+    if not concepts:  # a built store at start: no need to read the corpus's acronyms
         return []
     defined = corpus_acronyms(store)
-    evidence = writes.evidence_quotes(store, [r["id"] for r in rows])
+    evidence = search_rows.evidence_quotes(store, [c.id for c in concepts])
     out = []
-    for r in rows:
-        keys = r.keys()
-        signature = (r["signature"] or "") if "signature" in keys else ""
-        description = r["description"] or ""
-        description = acronyms.expand(description, f"{r['label']} {description}", defined)
-        views = view_texts(r["label"], description, signature=signature,
-                           examples=(r["examples"] or "") if "examples" in keys else "",
-                           evidence=evidence.get(r["id"], []))
-        out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
+    for c in concepts:
+        description = acronyms.expand(c.description, f"{c.label} {c.description}", defined)
+        views = view_texts(c.label, description, signature=c.signature,
+                           examples=c.examples, evidence=evidence.get(c.id, []))
+        out.append(ConceptText(c.id, views, split_name(c.label), c.signature,
                                description, views.get("examples", "")))
     return out
 
@@ -69,8 +65,8 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
     job when the server shuts down), and nothing is written then.
     """
     wanted = embedded_views()
-    have = writes.stored_views(store)
-    concepts = _concept_texts(store, writes.concepts_lacking_views(store, wanted))
+    have = search_rows.stored_views(store)
+    concepts = _concept_texts(store, search_rows.concepts_lacking_views(store, wanted))
     if not concepts:
         return []
     jobs = [(c.id, view, c.views[view]) for c in concepts for view in wanted
@@ -101,7 +97,7 @@ def _embed(embedder: Embedder, texts: list[str], progress: bool,
 
 def index_missing_text(store: Store) -> int:
     """Keyword-index concepts embedded before the keyword index existed."""
-    concepts = _concept_texts(store, writes.concepts_lacking_text(store))
+    concepts = _concept_texts(store, search_rows.concepts_lacking_text(store))
     if concepts:
         writes.save_text(store, concepts)
         log.info("indexed the text of %d concepts for keyword search", len(concepts))

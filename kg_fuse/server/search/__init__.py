@@ -8,6 +8,6 @@ read against the corpus), :mod:`.lexicon` (word forms and WordNet), :mod:`.acron
 model's cosines are mapped by: :mod:`.scale` (measured by the threshold rules, which
 choose the default: :mod:`kg_fuse.server.threshold`).
 
-Nothing here imports the HTTP layer, the knowledge graph or the threshold rules above it. This module
-imports nothing, so reading one part (``calibrate --show``) loads no other.
+Nothing here imports the HTTP layer, the knowledge graph or the threshold rules above
+it. This module imports nothing, so reading one part loads no other.
 """

@@ -125,7 +125,7 @@ class Searcher:
 
     def keyword_scores(self, reading: QueryReading, index: ConceptIndex
                        ) -> keywords.KeywordMatch:
-        """The query's keyword scores (FTS5), under the store lock.
+        """The query's keyword scores (FTS5), looked up under the store's lock.
 
         Term lookups are cached per index generation: every change of the indexed text
         also swaps the index, which drops the cache.
@@ -134,8 +134,7 @@ class Searcher:
         if owner is not index:
             cache = keywords.TermCache()
             self._term_cache = (index, cache)
-        with self.store.locked() as conn:
-            return keywords.keyword_scores(conn, reading, len(index), cache=cache)
+        return keywords.keyword_scores(self.store, reading, len(index), cache=cache)
 
     def prepared(self, query: str) -> PreparedQuery:
         """The query's vector (familiarity applied) and keyword rows, cached per index
@@ -205,8 +204,7 @@ class Searcher:
     def reload(self) -> None:
         """The index and vocabulary read afresh from the store."""
         self.index = ConceptIndex.load(self.store)
-        with self.store.locked() as conn:
-            self.vocabulary = keywords.load_vocabulary(conn)
+        self.vocabulary = keywords.load_vocabulary(self.store)
 
     def add(self, concept_ids: list[str], touched: Iterable[str] = (),
             texts: Iterable[str] = ()) -> None:
@@ -220,8 +218,7 @@ class Searcher:
                 added=load_fused(self.store, concept_ids),
                 members=memberships(self.store, list(concept_ids) + regrouped))
         if concept_ids:
-            with self.store.locked() as conn:
-                names = keywords.load_names(conn)
+            names = keywords.load_names(self.store)
             self.vocabulary = self.vocabulary.with_words(text_words(texts)).with_names(names)
 
     def remove(self, gone: set[str], regrouped: Iterable[str] = (),

@@ -17,7 +17,7 @@ from typing import Any
 
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.models import ModelSpec
-from kg_fuse.server.storage import writes
+from kg_fuse.server.storage import search_rows
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def stored(store: Store) -> dict[str, Any] | None:
     record = store.get_json_setting(MODEL_KEY)
     if isinstance(record, dict) and record.get("name"):
         return record
-    models = writes.embedded_models(store)
+    models = search_rows.embedded_models(store)
     if not models:
         return None
     return {"name": models[0], "legacy": True, "mixed": models[1:]}

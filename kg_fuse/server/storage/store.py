@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 EPOCH_KEY = "epoch"
 
 Params = tuple | list | dict
+#: What reading a store's file raises when it is no store (not SQLite, unreadable): the
+#: one name for SQLite's errors outside storage.
+StoreError = sqlite3.Error
 #: Ids bound to one statement at most: SQLite's limit on variables is 999 in old builds.
 BATCH = 500
 

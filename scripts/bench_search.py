@@ -86,7 +86,7 @@ def main() -> int:
                 if not keep:
                     searcher._prepared = GenerationCache(1)  # a query the server has not seen
                 t0 = time.perf_counter()
-                graph.search(q, threshold, 50, 0, None)
+                graph.searcher.search(q, threshold, 50, 0, None)
                 times[name].append(time.perf_counter() - t0)
     ref = statistics.median(times["vector only (before hybrid)"])
     print(f"{len(graph.index)} concepts, {len(queries)} queries x {args.rounds} rounds, "

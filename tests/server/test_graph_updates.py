@@ -61,7 +61,7 @@ def doc(text: str, name: str, ontology: str = "kitchen"):
 
 
 def ranking(index: ConceptIndex, graph: KnowledgeGraph, query: str) -> list[tuple[str, float]]:
-    reading = graph.read(query)
+    reading = graph.searcher.read(query)
     vector, keyword = graph.searcher.scored_query(
         reading, graph.embedder.encode_one(reading.embedded_text(query)), index)
     return [(c, round(s, 5)) for c, s in index.search(vector, 0.0, keyword=keyword)]
@@ -84,8 +84,8 @@ def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> N
     fresh = ConceptIndex.load(graph.store)
     for query in ("knead the dough", "white sauce with milk"):
         assert ranking(graph.index, graph, query) == ranking(fresh, graph, query)
-    baking = graph.search("knead the dough", 0.0, 10, 0, "baking").page
-    kitchen = graph.search("knead the dough", 0.0, 10, 0, "kitchen").page
+    baking = graph.searcher.search("knead the dough", 0.0, 10, 0, "baking").page
+    kitchen = graph.searcher.search("knead the dough", 0.0, 10, 0, "kitchen").page
     assert len(baking) == 3 and len(kitchen) == 3
     assert not {c for c, _ in baking} & {c for c, _ in kitchen}
     graph.changes.remove_document(sauces.id)
@@ -100,7 +100,7 @@ def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> N
 
 def test_near_duplicate_section_is_a_warning_not_an_error(graph: KnowledgeGraph) -> None:
     admin_default(graph)
-    runner = JobRunner(graph, graph.store)
+    runner = JobRunner(graph.changes, graph.store)
     first = runner.insert("h1", "sauces.md", "kitchen", "test")
     runner._work(QueuedJob(first, SAUCES, "sauces.md", "kitchen", "test", 0))
     assert "warnings" not in runner.get(first)["result"]
@@ -180,9 +180,9 @@ async def test_near_duplicates_are_the_documents_status(graph: KnowledgeGraph) -
     copy = doc(COPY, "notes.md")
     outcome = graph.changes.add_documents([copy])
     assert len(outcome.near_duplicates) == 1
-    client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
-    token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
-                             3600).access_token
+    user = auth.replace_clients(graph.store)["user"]
+    token = auth.issue_token(graph.store, auth.verify_client(
+        graph.store, user["client_id"], user["client_secret"]), 3600).access_token
     transport = httpx.ASGITransport(app=create_app(graph, token_ttl=3600))
     async with httpx.AsyncClient(transport=transport, base_url="http://kg",
                                  headers={"Authorization": f"Bearer {token}"}) as http:
@@ -212,9 +212,9 @@ async def test_jobs_run_in_the_apps_lifespan_and_stop_with_it(graph: KnowledgeGr
     from kg_fuse.server.api.app import create_app
 
     admin_default(graph)
-    client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
-    token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
-                             3600).access_token
+    user = auth.replace_clients(graph.store)["user"]
+    token = auth.issue_token(graph.store, auth.verify_client(
+        graph.store, user["client_id"], user["client_secret"]), 3600).access_token
     app = create_app(graph, token_ttl=3600)
 
     def client() -> httpx.AsyncClient:
@@ -300,11 +300,11 @@ def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph
     oven = SAUCES + "\n## Oven\nBake at 180 degrees for 25 minutes.\n"
     graph.changes.add_documents([doc(oven, "sauces.md")])
     low = 0.01  # far below any default: only the rule can keep these out
-    assert graph.search("roux butter", low, 50, 0, None).page
-    partly = graph.search("roux zzyzx", low, 50, 0, None).page  # discounted, still found
-    assert partly and partly[0][1] < graph.search("roux", low, 50, 0, None).page[0][1]
+    assert graph.searcher.search("roux butter", low, 50, 0, None).page
+    partly = graph.searcher.search("roux zzyzx", low, 50, 0, None).page  # discounted, still found
+    assert partly and partly[0][1] < graph.searcher.search("roux", low, 50, 0, None).page[0][1]
     for unknown in ("xkcdq", "zzyzx qwvbn", "180", "180 25", "= :() 87&>6[<8"):
-        outcome = graph.search(unknown, low, 50, 0, None)  # "180" is in the text, no word
+        outcome = graph.searcher.search(unknown, low, 50, 0, None)  # "180" is in the text, no word
         assert outcome.page == [] and outcome.near_miss is None, unknown
     # the calibration measures the same final score: zero everywhere
     noise, known = graph.searcher.search_many(["xkcdq", "roux"], 3)
@@ -312,7 +312,7 @@ def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph
 
 
 def scoped(graph: KnowledgeGraph, ontology: str, query: str = "knead the dough") -> list[str]:
-    return [c for c, _ in graph.search(query, 0.3, 10, 0, ontology).page]
+    return [c for c, _ in graph.searcher.search(query, 0.3, 10, 0, ontology).page]
 
 
 def files(graph: KnowledgeGraph, ontology: str) -> list[str]:
@@ -342,14 +342,14 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
             for o in ("kitchen", "baking", "pastry")}
     assert held["kitchen"] and held["baking"] and held["kitchen"] != held["baking"]
     assert held["pastry"] is None
-    summary = graph.summaries(kneading[:1])[kneading[0]]
+    summary = graph.search.summaries(kneading[:1])[kneading[0]]
     assert set(summary["documents"]) == {"kitchen", "baking"}
 
 
 def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
         graph: KnowledgeGraph) -> None:
     admin_default(graph)
-    runner = JobRunner(graph, graph.store)
+    runner = JobRunner(graph.changes, graph.store)
     for n, ontology in enumerate(("kitchen", "baking", "baking")):  # the last one forced
         job = runner.insert(f"h{n}", "bread.md", ontology, "test")
         runner._work(QueuedJob(job, BREAD, "bread.md", ontology, "test", 0))
@@ -390,7 +390,7 @@ def test_an_ingest_job_leaves_no_freed_memory_resident(graph: KnowledgeGraph) ->
     import ctypes
 
     admin_default(graph)
-    runner = JobRunner(graph, graph.store)
+    runner = JobRunner(graph.changes, graph.store)
     text = "# Lanterns\n\n" + "".join(
         f"## Lantern {n}\n\nHow lantern {n} is trimmed, filled with oil and lit at dusk "
         f"in the {('north', 'south', 'east', 'west')[n % 4]} yard.\n\n" for n in range(120))

@@ -89,7 +89,7 @@ def test_a_squeezed_model_lists_what_the_reference_lists(
     default calibrated, lists the same as the reference store at each one's default."""
     def listings(graph: KnowledgeGraph, queries: list[str]) -> list[list[str]]:
         default = graph.default_threshold()
-        return [[cid for cid, _ in graph.search(q, default, 50, 0, None).page]
+        return [[cid for cid, _ in graph.searcher.search(q, default, 50, 0, None).page]
                 for q in queries]
 
     reference = KnowledgeGraph(Store(copy_store(small_store, tmp_path / "ref.sqlite3")),

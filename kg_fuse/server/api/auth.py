@@ -76,13 +76,6 @@ def _new_client(role: str, is_admin: bool) -> tuple[ClientRow, str]:
     return ClientRow(client_id, _hash_secret(secret, salt), salt, role, is_admin), secret
 
 
-def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
-    """A new client with a random id and secret; returns both in plain text once."""
-    row, secret = _new_client(role, is_admin)
-    clients.add_client(store, row)
-    return row.client_id, secret
-
-
 def replace_clients(store: Store) -> dict[str, dict[str, str]]:
     """New admin and user clients in place of every client there was, whose tokens are
     revoked with them, in one transaction; returns the new ones' ids and secrets."""

@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from kg_fuse.limits import MAX_NAME_CHARS
-from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api import responses
+from kg_fuse.server.api.deps import AuthFirstRoute, Storage, Threshold, User
 from kg_fuse.server.api.schemas import (
     CatalogNode,
     CatalogResponse,
@@ -20,8 +21,6 @@ from kg_fuse.server.api.schemas import (
     DocumentContentResponse,
     EpochResponse,
     OntologyInfoResponse,
-    OntologyNode,
-    OntologyStatistics,
 )
 from kg_fuse.server.knowledge import duplicates
 from kg_fuse.server.storage import reads
@@ -34,12 +33,11 @@ SQLITE_INT_MAX = 2**63 - 1  # larger offsets cannot be bound: 422, not 500
 
 
 @router.get("/database/epoch", response_model=EpochResponse)
-def epoch(ctx: Ctx, store: Storage, _user: User) -> EpochResponse:
+def epoch(store: Storage, threshold: Threshold, _user: User) -> EpochResponse:
     """The content epoch, and the default threshold with its presets: every client polls
     this, so a PUT default reaches all of them within one poll, with no search."""
-    graph = ctx.graph
-    return EpochResponse(epoch=store.epoch(), default_threshold=graph.default_threshold(),
-                         threshold_presets=graph.threshold.presets())
+    return EpochResponse(epoch=store.epoch(), default_threshold=threshold.default(),
+                         threshold_presets=threshold.presets())
 
 
 def _node(child_kind: reads.ChildKind, parent_id: str | None, row) -> CatalogNode:
@@ -81,17 +79,8 @@ def catalog_children(
 
 
 @router.get("/ontology/{name:path}", response_model=OntologyInfoResponse)
-def ontology_info(name: str, ctx: Ctx, _user: User) -> OntologyInfoResponse:
-    """(``routes_ingest`` calls it too, with its own ``Ctx``, to answer a create.)"""
-    store = ctx.store
-    row = reads.ontology(store, name)
-    node = OntologyNode(ontology_id=row["id"], name=row["name"],
-                        description=row["description"],
-                        creation_epoch=row["creation_epoch"], created_by=row["created_by"])
-    return OntologyInfoResponse(
-        ontology=row["name"],
-        statistics=OntologyStatistics(**reads.ontology_statistics(store, row["id"])),
-        files=reads.ontology_files(store, row["id"]), node=node)
+def ontology_info(name: str, store: Storage, _user: User) -> OntologyInfoResponse:
+    return responses.ontology_info(store, name)
 
 
 @router.get("/documents/{document_id}/content", response_model=DocumentContentResponse)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Form, HTTPException
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
-from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, Upload, User
+from kg_fuse.server.api.deps import AuthFirstRoute, Changes, Storage, Upload, User
 from kg_fuse.server.api.schemas import (
     DocumentConcept,
     DocumentConceptsResponse,
@@ -29,6 +29,7 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has no vision "
                    "model to describe images. Ingest a text or Markdown description instead.")
 
+
 @router.get("/documents/{document_id}/concepts", response_model=DocumentConceptsResponse)
 def document_concepts(document_id: str, store: Storage, _user: User
                       ) -> DocumentConceptsResponse:
@@ -42,9 +43,10 @@ def document_concepts(document_id: str, store: Storage, _user: User
 
 
 @router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
-def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteResponse:
+def delete_document(document_id: str, changes: Changes, user: User
+                    ) -> DocumentDeleteResponse:
     """The document, its chunks and evidence, and the concepts left without evidence."""
-    result = ctx.graph.changes.remove_document(document_id)
+    result = changes.remove_document(document_id)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Document '{document_id}' not found")
     log.info("%s deleted document %s", user.client_id, shown(document_id, 80))
@@ -53,7 +55,6 @@ def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteRes
 
 @router.post("/ingest/image")
 async def ingest_image(
-    _ctx: Ctx,
     user: User,
     form: Upload,
     source_type: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,

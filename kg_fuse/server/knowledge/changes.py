@@ -80,6 +80,12 @@ class ContentChanges:
         self.threshold.recalibrate_if_drifted()
         return outcome
 
+    def create_ontology(self, name: str, description: str = "",
+                        created_by: str | None = None) -> None:
+        """An empty ontology (FileExistsError when the name is taken). It changes no
+        index, so it does not wait for a change in progress (an ingest's embedding)."""
+        writes.create_ontology(self.store, name, description, created_by=created_by)
+
     def remove_ontology(self, name: str) -> dict[str, int] | None:
         with self.lock:
             result = writes.delete_ontology(self.store, name)

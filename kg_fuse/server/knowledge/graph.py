@@ -1,32 +1,30 @@
-"""The knowledge graph the routes talk to: the store, the model and the search, kept in
+"""The knowledge graph: the server's parts made over one store and one model, and kept in
 step.
 
-A façade: searching is the searcher's (:class:`~kg_fuse.server.search.searcher.Searcher`),
-the default threshold and calibration :attr:`KnowledgeGraph.threshold`'s
-(:mod:`.default_threshold`), adding and removing content :attr:`KnowledgeGraph.changes`'
-(:mod:`.changes`), and start-up :func:`kg_fuse.server.startup.prepare.prepare`'s.
-Methods here are blocking; routes call them through worker threads.
+Searching is the searcher's (:class:`~kg_fuse.server.search.searcher.Searcher`), a
+search request answered :attr:`KnowledgeGraph.search`'s (:mod:`.search_service`), the
+default threshold and its calibration :attr:`KnowledgeGraph.threshold`'s
+(:mod:`kg_fuse.server.threshold.default`), adding and removing content
+:attr:`KnowledgeGraph.changes`' (:mod:`.changes`). Start-up
+(:mod:`kg_fuse.server.startup`) and the command line work with the parts; the app's
+composition root hands each to the routes as a dependency of its own, so no route
+reaches through the graph. Methods here are blocking.
 """
 
 from __future__ import annotations
 
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.knowledge.changes import ContentChanges
-from kg_fuse.server.search.generations import GenerationCache
+from kg_fuse.server.knowledge.search_service import SearchService
 from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.search.searcher import Searcher, SearchOutcome
-from kg_fuse.server.search.understand import QueryReading
-from kg_fuse.server.storage import reads
+from kg_fuse.server.search.searcher import Searcher
 from kg_fuse.server.storage.store import Store
 from kg_fuse.server.threshold import score_scale
 from kg_fuse.server.threshold.default import DefaultThreshold
 
-#: Concept summaries kept for search results (a few hundred bytes each).
-SUMMARIES = 8192
-
 
 class KnowledgeGraph:
-    """Store, embedder and search, with the operations the HTTP layer needs."""
+    """Store, model, search, the default threshold and content changes, made together."""
 
     def __init__(self, store: Store, embedder: Embedder) -> None:
         self.store = store
@@ -34,40 +32,16 @@ class KnowledgeGraph:
         self.searcher = Searcher(store, embedder)
         self.threshold = DefaultThreshold(store, self.searcher)
         self.changes = ContentChanges(store, embedder, self.searcher, self.threshold)
-        self._summaries: GenerationCache[str, dict] = GenerationCache(SUMMARIES)
+        self.search = SearchService(store, self.searcher, self.threshold)
 
     def default_threshold(self) -> float:
         """The default search threshold in force (:meth:`DefaultThreshold.default`)."""
         return self.threshold.default()
 
-    # -- search ------------------------------------------------------------------------
-
     @property
     def index(self) -> ConceptIndex:
         """The search index in force (replaced, never changed, when content changes)."""
         return self.searcher.index
-
-    def read(self, query: str) -> QueryReading:
-        """The query's words read against this corpus (:meth:`Searcher.read`)."""
-        return self.searcher.read(query)
-
-    def summaries(self, ids: list[str]) -> dict[str, dict]:
-        """Label, description, ontologies and evidence count of each concept (as
-        :func:`reads.concept_summaries`), cached while the content stays the same:
-        every change of content moves the epoch."""
-        generation = (self.index, self.store.epoch())
-        found = self._summaries.get_many(generation, ids)
-        missing = [cid for cid in ids if cid not in found]
-        if missing:
-            fetched = reads.concept_summaries(self.store, missing)
-            self._summaries.put_many(generation, fetched)
-            found.update(fetched)
-        return found
-
-    def search(self, query: str, threshold: float, limit: int, offset: int,
-               ontology: str | None) -> SearchOutcome:
-        """Hybrid score, filter, page, then the near-miss hint (:meth:`Searcher.search`)."""
-        return self.searcher.search(query, threshold, limit, offset, ontology)
 
     def reload_index(self) -> None:
         """The index, vocabulary and score scale read afresh from the store."""

@@ -10,6 +10,7 @@ them once never sees them half-updated, and every cache keyed by them empties it
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -68,6 +69,11 @@ class SearchOutcome:
     near_miss: NearMiss | None
     #: the closest concepts below the threshold when the page came back short (ours)
     closest: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def closest_threshold(self) -> float | None:
+        """A threshold that lists the best of :attr:`closest` (:func:`just_below`)."""
+        return just_below(self.closest[0][1]) if self.closest else None
 
 
 class Searcher:
@@ -242,3 +248,10 @@ def _near_miss(hits: list[tuple[str, float]], threshold: float) -> NearMiss | No
     return NearMiss(count=len(below), suggested=round(min(s for _, s in below)
                                                       - NEAR_MISS_STEP, 2),
                     top_id=below[0][0], top_score=below[0][1])
+
+
+def just_below(score: float) -> float:
+    """A threshold (two decimals) that lists a concept of this score: its score rounded
+    down, so writing it to ``.meta/threshold`` shows the best near miss and those close
+    to it, not everything down to the noise floor."""
+    return max(0.0, math.floor(score * 100 + 1e-9) / 100)

@@ -102,7 +102,9 @@ def test_the_queue_refuses_jobs_and_bytes_past_its_limits(server: KGServer) -> N
     subprocess.run([sys.executable, "-m", "kg_fuse.cli", "server", "credentials", "--rotate"],
                    env={**os.environ, **server.env}, capture_output=True, text=True,
                    timeout=120, check=True)
-    with server.client("user") as third:
+    token = server.fetch_token("user")  # the new user client's (the cached one is revoked)
+    with httpx.Client(base_url=server.api_url, timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as third:
         refused(upload(third, "late.md", b"# Late\n\ntext\n"),
                 f"the server has {MAX_QUEUED_JOBS} jobs waiting or running (at most "
                 f"{MAX_QUEUED_JOBS})")

@@ -196,20 +196,40 @@ def _word_plan(position: int, word: WordReading, present: list[tuple[Bridge, int
     correction add at most their factor of their own IDF. Very common terms count in
     neither sum.
     """
-    common = COMMON_FRACTION * total
     if word.kind in OWN_WORDS:
-        if not present or max(n for _, n in present) > common:
-            return 0.0, None
-        weight = idf(total, max(n for _, n in present))
-        return weight, WordPlan(position, [(b.term, weight * b.factor, b.factor)
-                                           for b, _ in present], False)
-    if word.kind == "name" and present:  # a name token weighs as the name's word
-        weight = idf(total, max(n for _, n in present))
-        return weight, WordPlan(position, [(b.term, weight, b.factor) for b, _ in present],
-                                True, in_name=True)
-    # a common bridge adds no score, but it still shows where the word's meaning is
-    kept = [(b.term, b.factor * idf(total, n) if n <= common else 0.0, b.factor)
-            for b, n in present]
+        return _own_word(position, present, total)
+    if word.kind == "name" and present:
+        return _name_word(position, present, total)
+    return _word_read_through(position, word, present, total)
+
+
+def _own_word(position: int, present: list[tuple[Bridge, int]], total: int
+              ) -> tuple[float, WordPlan | None]:
+    """A word of the corpus (or a form, a number): its most frequent form's IDF, unless
+    it is very common (then it counts nowhere)."""
+    if not present or max(n for _, n in present) > COMMON_FRACTION * total:
+        return 0.0, None
+    weight = idf(total, max(n for _, n in present))
+    return weight, WordPlan(position, [(b.term, weight * b.factor, b.factor)
+                                       for b, _ in present], False)
+
+
+def _name_word(position: int, present: list[tuple[Bridge, int]], total: int
+               ) -> tuple[float, WordPlan]:
+    """A name token weighs as the name's word, looked up in names only."""
+    weight = idf(total, max(n for _, n in present))
+    return weight, WordPlan(position, [(b.term, weight, b.factor) for b, _ in present],
+                            True, in_name=True)
+
+
+def _word_read_through(position: int, word: WordReading,
+                       present: list[tuple[Bridge, int]], total: int
+                       ) -> tuple[float, WordPlan | None]:
+    """A word the corpus does not use: the highest IDF in the denominator, its bridges
+    (a typo's fix, its meanings) each at most its factor of its own IDF. A common bridge
+    adds no score, but it still shows where the word's meaning is."""
+    kept = [(b.term, b.factor * idf(total, n) if n <= COMMON_FRACTION * total else 0.0,
+             b.factor) for b, n in present]
     return idf(total, 0), (WordPlan(position, kept, word.kind == "meaning") if kept else None)
 
 

@@ -40,7 +40,7 @@ import math
 import random
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from kg_fuse.server.search import tuning
@@ -167,6 +167,77 @@ class CalibrationReport:
 Searcher = Callable[[list[str], int], list[list[tuple[str, float]]]]
 
 
+@dataclass(frozen=True)
+class NoiseMeasured:
+    """What the noise queries scored: each sample's floor, the concepts that drew the
+    most noise, and each query's best score (in the order of ``queries``)."""
+
+    queries: list[tuple[str, str]]  # (shape, query), every sample's in turn
+    floors: list[float]
+    outliers: list[str]  # concept ids
+    best: list[float]
+
+    @property
+    def median(self) -> float:
+        return round(statistics.median(self.best), 4) if self.best else 0.0
+
+    @property
+    def highest(self) -> float:
+        return round(max(self.best), 4) if self.best else 0.0
+
+    @property
+    def worst_query(self) -> str:
+        """The query whose best score is the highest."""
+        if not self.best:
+            return ""
+        return self.queries[max(range(len(self.best)), key=self.best.__getitem__)][1]
+
+
+def measure_noise(search: Searcher, labels: Mapping[str, str], skip: int
+                  ) -> NoiseMeasured:
+    """ROUNDS samples of noise, from consecutive seeds, searched in one batch (the model
+    runs once); each sample's floor (:func:`noise_floor`, leaving ``skip`` concepts
+    out)."""
+    samples = [not_naming(gibberish_queries(seed=GIBBERISH_SEED + i), labels.values())
+               for i in range(ROUNDS)]
+    noise = [pair for sample in samples for pair in sample]
+    tops = search([q for _, q in noise], 5)
+    floors, start = [], 0
+    for sample in samples:
+        floors.append(noise_floor(tops[start:start + len(sample)], skip)[0])
+        start += len(sample)
+    outliers, best = noise_floor(tops, skip)[1:]  # the concepts all samples draw most
+    return NoiseMeasured(noise, floors, outliers, best)
+
+
+def _shape_rows(noise: NoiseMeasured) -> list[tuple[str, int, float, float]]:
+    """(shape, queries, median, max of their best scores), per noise shape."""
+    rows = []
+    for shape in NOISE_SHAPES:
+        values = [b for (s, _), b in zip(noise.queries, noise.best, strict=True)
+                  if s == shape]
+        if values:
+            rows.append((shape, len(values), round(statistics.median(values), 4),
+                         round(max(values), 4)))
+    return rows
+
+
+def _probe_rows(search: Searcher, concepts: Sequence[tuple[str, str, str]],
+                labels: Mapping[str, str], default: float
+                ) -> tuple[list[tuple[str, float, str]], int]:
+    """(query, its concept's score, label) per probe, and how many list their concept
+    at ``default``."""
+    probes = probe_queries(concepts)
+    found = 0
+    rows = []
+    hits_of = search([q for _, q in probes], PROBE_DEPTH)
+    for (cid, query), hits in zip(probes, hits_of, strict=True):
+        score = next((s for c, s in hits if c == cid), 0.0)
+        found += score >= default
+        rows.append((query, round(score, 4), labels.get(cid, cid)))
+    return rows, found
+
+
 def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
             calibrated_at: str = "", with_wordnet: bool | None = None) -> CalibrationReport:
     """Measure noise and probes through ``search`` (queries, k -> top-k per query).
@@ -175,44 +246,21 @@ def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
     if with_wordnet is None:
         with_wordnet = wordnet().available
     labels = {cid: label for cid, label, _ in concepts}
-    skip = outliers_for(len(concepts))
-    samples = [not_naming(gibberish_queries(seed=GIBBERISH_SEED + i), labels.values())
-               for i in range(ROUNDS)]
-    noise = [pair for sample in samples for pair in sample]
-    tops = search([q for _, q in noise], 5)  # one batch: the model runs once
-    floors, start = [], 0
-    for sample in samples:
-        floors.append(noise_floor(tops[start:start + len(sample)], skip)[0])
-        start += len(sample)
-    floor = statistics.median(floors)
-    outliers, best = noise_floor(tops, skip)[1:]  # the concepts all samples draw most
+    noise = measure_noise(search, labels, outliers_for(len(concepts)))
+    floor = statistics.median(noise.floors)
     default = choose_default(floor, with_wordnet=with_wordnet)
     rule_default = choose_default(floor)
     if default != rule_default:
         log.warning("calibrated without WordNet: the noise floor %.3f gives %.2f, held "
                     "at the safe floor %.2f", floor, rule_default, default)
-    shapes = []
-    for shape in NOISE_SHAPES:
-        values = [b for (s, _), b in zip(noise, best, strict=True) if s == shape]
-        if values:
-            shapes.append((shape, len(values), round(statistics.median(values), 4),
-                           round(max(values), 4)))
-    probes = probe_queries(concepts)
-    found = 0
-    probe_rows = []
-    for (cid, query), hits in zip(probes, search([q for _, q in probes], PROBE_DEPTH), strict=True):
-        score = next((s for c, s in hits if c == cid), 0.0)
-        found += score >= default
-        probe_rows.append((query, round(score, 4), labels.get(cid, cid)))
-    worst = max(range(len(best)), key=best.__getitem__) if best else 0
+    probes, found = _probe_rows(search, concepts, labels, default)
     return CalibrationReport(
-        concept_count=len(concepts), gibberish_count=len(noise),
-        gibberish_median=round(statistics.median(best), 4) if best else 0.0,
-        gibberish_max=round(max(best), 4) if best else 0.0,
-        gibberish_worst_query=noise[worst][1] if noise else "",
-        noise_floor=round(floor, 4), sample_floors=[round(f, 4) for f in floors],
-        outliers=[labels.get(h, h) for h in outliers],
-        shapes=shapes, probes=probe_rows, probes_found=found, default=default,
+        concept_count=len(concepts), gibberish_count=len(noise.queries),
+        gibberish_median=noise.median, gibberish_max=noise.highest,
+        gibberish_worst_query=noise.worst_query,
+        noise_floor=round(floor, 4), sample_floors=[round(f, 4) for f in noise.floors],
+        outliers=[labels.get(h, h) for h in noise.outliers],
+        shapes=_shape_rows(noise), probes=probes, probes_found=found, default=default,
         calibrated_at=calibrated_at, wordnet=with_wordnet,
         rule_default=rule_default if default != rule_default else None)
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 async def _not_found(_request: Request, exc: Exception) -> JSONResponse:
-    """A repository lookup that found nothing: 404 with the contract's detail."""
+    """A storage read that found nothing: 404 with the contract's detail."""
     return JSONResponse(status_code=404, content={"detail": str(exc)})
 
 

@@ -26,10 +26,10 @@ relevance against noise: the query's word count and word length
 the scan's block size and rounding margin (:mod:`.scan`), the acronym reader's text
 windows (120 and 200 characters), request size caps (:mod:`kg_fuse.limits`). Nor the shapes of the
 calibration's noise (how many letters a random token has: they define each shape,
-described in docs/server.md, and live with their generators in :mod:`.calibrate`), nor
-the halving in the presets' rule ("halfway towards ..."), which is the rule's form. The
-ingest's own numbers (three SIMILAR_TO neighbours, the 0.92 near-duplicate warning)
-are not the search's.
+described in docs/server.md, and live with their generators in
+:mod:`kg_fuse.server.threshold.noise`), nor the halving in the presets' rule ("halfway
+towards ..."), which is the rule's form. The ingest's own numbers (three SIMILAR_TO
+neighbours, the 0.92 near-duplicate warning) are not the search's.
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ BM25_WEIGHTS = Tuned(
 
 SCORE_SCALE_REFERENCE = Tuned(
     (0.0293, 0.5559), "all-MiniLM-L6-v2's mean cosine of unrelated and of related "
-    "query/passage pairs (search/scale.py): every model's cosines are mapped onto this "
+    "query/passage pairs (threshold/score_scale.py): every model's cosines are mapped onto this "
     "scale, so every other score in this table holds for any model",
-    "not tuned: measured (the pairs of search/scale.py embedded by all-MiniLM-L6-v2 "
+    "not tuned: measured (the pairs of threshold/score_scale.py embedded by all-MiniLM-L6-v2 "
     "0.1.0 on ONNX Runtime: 0.029327 and 0.555873), and rounded so that model maps to "
     "itself exactly")
 SCORE_SCALE_LEAST_SPREAD = Tuned(

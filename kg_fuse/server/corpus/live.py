@@ -80,32 +80,7 @@ def read_modules(modules: list[str], module_deadline: float = MODULE_DEADLINE,
     results: dict[str, dict] = {}
     give_up = time.monotonic() + total_deadline
     while pending and time.monotonic() < give_up:
-        proc = _spawn(pending)
-        current: str | None = None
-        buffer = b""
-        try:
-            while True:
-                wait = min(module_deadline, give_up - time.monotonic())
-                ready, _, _ = select.select([proc.stdout], [], [], max(wait, 0))
-                if not ready:
-                    log.warning("stdlib corpus: importing %s took over %.0f s; skipped",
-                                current, module_deadline)
-                    break
-                chunk = os.read(proc.stdout.fileno(), 1 << 20)  # type: ignore[union-attr]
-                if not chunk:
-                    break
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    message = json.loads(line)
-                    if "begin" in message:
-                        current = message["begin"]
-                    else:
-                        results[message["module"]] = message
-                        current = None
-        finally:
-            proc.kill()
-            proc.wait()
+        current = _run_worker(pending, results, module_deadline, give_up)
         done = set(results) | ({current} if current else set())
         if current is None and not set(pending) - done:
             break
@@ -114,6 +89,49 @@ def read_modules(modules: list[str], module_deadline: float = MODULE_DEADLINE,
             log.warning("stdlib corpus: the introspection worker died; modules left: %d",
                         len(pending))
             break
+    return _imported(results)
+
+
+def _run_worker(modules: list[str], results: dict[str, dict], module_deadline: float,
+                give_up: float) -> str | None:
+    """One worker over ``modules``, each description it writes kept in ``results``;
+    returns the module it was importing when it stopped (it hung past
+    ``module_deadline``, or died), None when it finished one."""
+    proc = _spawn(modules)
+    current: str | None = None
+    buffer = b""
+    try:
+        while True:
+            wait = min(module_deadline, give_up - time.monotonic())
+            ready, _, _ = select.select([proc.stdout], [], [], max(wait, 0))
+            if not ready:
+                log.warning("stdlib corpus: importing %s took over %.0f s; skipped",
+                            current, module_deadline)
+                break
+            chunk = os.read(proc.stdout.fileno(), 1 << 20)  # type: ignore[union-attr]
+            if not chunk:
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                current = _kept(json.loads(line), results)
+    finally:
+        proc.kill()
+        proc.wait()
+    return current
+
+
+def _kept(message: dict, results: dict[str, dict]) -> str | None:
+    """A worker's line: the module it begins importing (returned), or a module's
+    description (kept in ``results``)."""
+    if "begin" in message:
+        return str(message["begin"])
+    results[message["module"]] = message
+    return None
+
+
+def _imported(results: dict[str, dict]) -> dict[str, dict]:
+    """The descriptions of the modules that could be imported (the others logged)."""
     failed = [m for m, r in results.items() if "error" in r]
     if failed:
         log.info("stdlib corpus: %d modules could not be imported (%s)", len(failed),

@@ -21,9 +21,9 @@ router = APIRouter(route_class=AuthFirstRoute)
 _TOKEN_FIELDS = ("grant_type", "client_id", "client_secret")
 
 
-async def _form_fields(request: Request) -> dict[str, str]:
-    """The form's three fields; a body that is no form is a 422 as on the platform, a
-    field missing or empty a 400, another grant type a 400."""
+async def _refuse_what_is_no_form(request: Request) -> None:
+    """A body that is no form (JSON, text) is a 422 naming the fields, as on the
+    platform; no body at all is read as an empty form."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     is_form = content_type in ("application/x-www-form-urlencoded", "multipart/form-data")
     if not is_form and (content_type or await request.body()):
@@ -31,6 +31,12 @@ async def _form_fields(request: Request) -> dict[str, str]:
             {"type": "missing", "loc": ("body", name), "msg": "Field required", "input": None}
             for name in _TOKEN_FIELDS
         ])
+
+
+async def _form_fields(request: Request) -> dict[str, str]:
+    """The form's three fields: a field missing or empty is a 400, another grant type a
+    400."""
+    await _refuse_what_is_no_form(request)
     form = await request.form()
     values = {name: form.get(name) for name in _TOKEN_FIELDS}
     missing = [name for name, value in values.items() if not isinstance(value, str) or

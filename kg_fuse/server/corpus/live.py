@@ -248,7 +248,21 @@ def live_documents(described: dict[str, dict], taken_labels: set[str],
     for module, info in sorted(described.items()):
         if module not in covered_modules and info.get("doc"):
             builder.add(module, module, "", "", info["doc"], [])
-    # Each definition goes to its best exporter.
+    classes = _place(builder, _best_exporters(described), taken_labels)
+    # A class's own name before its aliases (``socket.socket`` before ``SocketType``),
+    # so members inherited from a private C base are listed under the name users know.
+    classes.sort(key=lambda c: c[2]["name"] != c[2]["key"].rsplit(".", 1)[-1])
+    for module, label, obj in classes:
+        cls_rel = [("METHOD_OF", f"stdlib:{label}")]
+        for member in obj["members"]:
+            builder.add(module, f"{label}.{member['name']}", member["key"],
+                        member["signature"], member["doc"], cls_rel)
+    return builder.documents()
+
+
+def _best_exporters(described: dict[str, dict]) -> list[tuple[str, dict]]:
+    """Each definition with its best exporter (:func:`_rank`; its own name before an
+    alias), as (module, object), by module and name."""
     best: dict[str, tuple[tuple, str, dict]] = {}
     for module, info in described.items():
         for obj in info["objects"]:
@@ -259,24 +273,22 @@ def live_documents(described: dict[str, dict], taken_labels: set[str],
             if obj["key"] not in best or candidate[0] < best[obj["key"]][0]:
                 best[obj["key"]] = candidate
     placed = sorted(best.values(), key=lambda c: (c[1], c[2]["name"]))
+    return [(module, obj) for _, module, obj in placed]
+
+
+def _place(builder: _Builder, placed: list[tuple[str, dict]], taken_labels: set[str]
+           ) -> list[tuple[str, str, dict]]:
+    """Each definition added under its exporter; returns the classes whose members are
+    to be added too: those whose own entry was added, or whose label the ast pass or
+    nobody holds (``struct.Struct``: a class with no prose), not one another object's."""
     classes: list[tuple[str, str, dict]] = []
-    for _, module, obj in placed:
+    for module, obj in placed:
         label = _label(module, obj["name"])
         module_rel = ([("DEFINED_IN", f"stdlib:{module}")]
                       if module in builder.taken_labels else [])
         added = builder.add(module, label, obj["key"], obj["signature"], obj["doc"],
                             module_rel)
-        # Members too when the class itself has no prose (``struct.Struct``), unless the
-        # label belongs to another object.
         if obj["kind"] == "class" and (added or label in taken_labels
                                        or label not in builder.taken_labels):
             classes.append((module, label, obj))
-    # A class's own name before its aliases (``socket.socket`` before ``SocketType``),
-    # so members inherited from a private C base are listed under the name users know.
-    classes.sort(key=lambda c: c[2]["name"] != c[2]["key"].rsplit(".", 1)[-1])
-    for module, label, obj in classes:
-        cls_rel = [("METHOD_OF", f"stdlib:{label}")]
-        for member in obj["members"]:
-            builder.add(module, f"{label}.{member['name']}", member["key"],
-                        member["signature"], member["doc"], cls_rel)
-    return builder.documents()
+    return classes

@@ -133,13 +133,9 @@ def _judged(token: str) -> bool:
     return len(token) >= 2 and any(c.isalpha() for c in token) and token not in STOPWORDS
 
 
-def repeated_words(query: str) -> list[str]:
+def _repeated(words: list[str]) -> list[str]:
     """The query's judged words when every one of them comes twice or more (``blah blah
     blah``, ``test test test``), else none."""
-    return _repeated(_words(query))
-
-
-def _repeated(words: list[str]) -> list[str]:
     said = Counter(t for t in words if _judged(t))
     return list(said) if said and min(said.values()) >= 2 else []
 

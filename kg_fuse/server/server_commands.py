@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kg_fuse import paths, private
 from kg_fuse.console import (
@@ -204,17 +204,20 @@ def serve_argv(args: argparse.Namespace) -> list[str]:
         value = getattr(args, action.dest)
         if value is None or value is False or value == [] or action.dest == "log_file":
             continue
-        flag = action.option_strings[0]
-        if value is True:
-            argv.append(flag)
-        elif isinstance(action, argparse._AppendAction):  # --ingest, repeatable
-            for item in value:
-                argv += [flag, str(item)]
-        elif isinstance(value, list):  # --modules
-            argv += [flag, ",".join(value)]
-        else:
-            argv += [flag, str(value)]
+        argv += _option_argv(action, value)
     return argv
+
+
+def _option_argv(action: argparse.Action, value: Any) -> list[str]:
+    """One option given ``value`` as it is written on a command line."""
+    flag = action.option_strings[0]
+    if value is True:
+        return [flag]
+    if isinstance(action, argparse._AppendAction):  # --ingest, repeatable
+        return [arg for item in value for arg in (flag, str(item))]
+    if isinstance(value, list):  # --modules
+        return [flag, ",".join(value)]
+    return [flag, str(value)]
 
 
 def local_api_url(host: str, port: int) -> str:
@@ -419,17 +422,17 @@ def credentials_command(args: argparse.Namespace) -> int:
         held = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         held = {}
+    held = held if isinstance(held, dict) else {}
     if not args.rotate:
-        clients = held if isinstance(held, dict) else {}
-        ids = [(clients.get(role) or {}).get("client_id") for role in ("admin", "user")]
+        ids = [(held.get(role) or {}).get("client_id") for role in ("admin", "user")]
         if not all(ids):
             raise CommandError(f"no credentials in {path}", hint=f"{start} writes them")
         print(f"{path}: admin client {ids[0]}, user client {ids[1]} for "
-              f"{clients.get('api_url')}")
+              f"{held.get('api_url')}")
         return 0
     running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
-    api_url = (running.api_url if running else None) or \
-        (held.get("api_url") if isinstance(held, dict) else None) or paths.DEFAULT_API_URL
+    api_url = (running.api_url if running else None) or held.get("api_url") or \
+        paths.DEFAULT_API_URL
     store = Store(db)
     try:
         made = rotate_credentials(store, path, str(api_url))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kg_fuse.server.corpus import embedding_text
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import indexing
+from kg_fuse.server.knowledge import indexing
 from kg_fuse.server.search.views import VIEWS, embedded_views
 from kg_fuse.server.storage.store import Store
 

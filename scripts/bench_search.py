@@ -30,7 +30,7 @@ from pathlib import Path
 
 from kg_fuse.eval import sets
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.understand import QueryReading
@@ -63,8 +63,7 @@ def main() -> int:
     def uncached(reading: QueryReading, index: object) -> keywords.KeywordMatch:
         cache = keywords.TermCache()
         cache.counts, cache.rows = Forgetful(), Forgetful()
-        with graph.store.locked() as conn:
-            return keywords.keyword_scores(conn, reading, len(graph.index), cache=cache)
+        return keywords.keyword_scores(graph.store, reading, len(graph.index), cache=cache)
 
     def unread(query: str) -> QueryReading:  # no reading: the query embedded as typed
         return QueryReading((), judged=False)
@@ -87,7 +86,7 @@ def main() -> int:
                 if not keep:
                     searcher._prepared = GenerationCache(1)  # a query the server has not seen
                 t0 = time.perf_counter()
-                graph.search(q, threshold, 50, 0, None)
+                graph.searcher.search(q, threshold, 50, 0, None)
                 times[name].append(time.perf_counter() - t0)
     ref = statistics.median(times["vector only (before hybrid)"])
     print(f"{len(graph.index)} concepts, {len(queries)} queries x {args.rounds} rounds, "

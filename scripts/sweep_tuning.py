@@ -41,6 +41,9 @@ from kg_fuse.server import search  # noqa: E402
 from kg_fuse.server.search import tuning  # noqa: E402
 
 API_URL = "http://kg.sweep"  # never resolved: the transport is the app itself
+#: The packages whose modules read the table when imported: the search's and the
+#: threshold rules'.
+READERS = (f"{search.__name__}.", "kg_fuse.server.threshold.")
 
 
 def set_tuned(name: str, value: object) -> None:
@@ -48,8 +51,7 @@ def set_tuned(name: str, value: object) -> None:
     the search is imported: their aliases, default arguments and anything derived from
     the value (an SQL fragment) are then made from the new value, as in a server
     shipped with it."""
-    loaded = [m for m in sys.modules if m.startswith(f"{search.__name__}.")
-              and m != tuning.__name__]
+    loaded = [m for m in sys.modules if m.startswith(READERS) and m != tuning.__name__]
     if loaded:
         raise RuntimeError(f"set {name} before importing {', '.join(loaded)}")
     entry = getattr(tuning, name)
@@ -72,7 +74,7 @@ def run_child(store: Path, set_names: list[str], name: str | None, value: object
     from kg_fuse.server.api.app import create_app
     from kg_fuse.server.api.auth import ensure_credentials, token_ttl
     from kg_fuse.server.embedding.embedder import Embedder
-    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
     from kg_fuse.server.storage.store import Store
 
     graph = KnowledgeGraph(Store(store), Embedder())

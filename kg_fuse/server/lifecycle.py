@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 from kg_fuse.exits import CommandError
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def pid_file_held(pid_file: Path, api_url: str, log_file: str = "") -> Iterator[
     record = ServerRecord(pid, started, api_url, log_file)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     temporary = pid_file.with_name(pid_file.name + f".{pid}")
-    with open(private.open_private(temporary, append=False), "w", encoding="utf-8") as f:
+    with open(owner_only.open_private(temporary, append=False), "w", encoding="utf-8") as f:
         f.write(json.dumps(asdict(record)) + "\n")
     os.replace(temporary, pid_file)
     try:
@@ -128,14 +128,14 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
               f"(pid {running.pid})")
         return 0
     for folder in paths.server_private_dirs(data_dir):
-        private.create_dir(folder)  # an existing one the server fixes, and says so
+        owner_only.create_dir(folder)  # an existing one the server fixes, and says so
     log_file = log_file or paths.server_log_path(data_dir)
     log_file.parent.mkdir(parents=True, exist_ok=True)  # a --log-file elsewhere
     offset = log_file.stat().st_size if log_file.exists() else 0
     argv = [sys.executable, "-m", "kg_fuse.cli", "serve", *serve_argv,
             "--log-file", str(log_file)]
     # also what it says before it logs; private from the first line on
-    with open(private.open_private(log_file), "ab") as log_stream:
+    with open(owner_only.open_private(log_file), "ab") as log_stream:
         # in /, so it holds no directory busy (its paths are absolute)
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
                                  stderr=log_stream, start_new_session=True, cwd="/")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def model_in_use() -> str | None:
     """The model the default data directory's store records, if it records one."""
-    from kg_fuse.server.storage.store import read_setting_at
+    from kg_fuse.server.storage.store import StoreError, read_setting_at
 
     db = paths.server_db_path(None)
     if not db.exists():
@@ -70,7 +69,7 @@ def model_in_use() -> str | None:
     try:
         raw = read_setting_at(db, MODEL_SETTING)
         name = json.loads(raw).get("name") if raw else None
-    except (sqlite3.Error, ValueError, AttributeError) as exc:
+    except (StoreError, ValueError, AttributeError) as exc:
         log.debug("no model recorded in %s: %s", db, exc)
         return None
     return str(name) if name else None

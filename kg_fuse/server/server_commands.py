@@ -16,9 +16,9 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 from kg_fuse.console import (
     Command,
     Option,
@@ -33,7 +33,7 @@ from kg_fuse.memory import few_malloc_arenas
 from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
-    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
 
 log = logging.getLogger(__name__)
 
@@ -204,17 +204,20 @@ def serve_argv(args: argparse.Namespace) -> list[str]:
         value = getattr(args, action.dest)
         if value is None or value is False or value == [] or action.dest == "log_file":
             continue
-        flag = action.option_strings[0]
-        if value is True:
-            argv.append(flag)
-        elif isinstance(action, argparse._AppendAction):  # --ingest, repeatable
-            for item in value:
-                argv += [flag, str(item)]
-        elif isinstance(value, list):  # --modules
-            argv += [flag, ",".join(value)]
-        else:
-            argv += [flag, str(value)]
+        argv += _option_argv(action, value)
     return argv
+
+
+def _option_argv(action: argparse.Action, value: Any) -> list[str]:
+    """One option given ``value`` as it is written on a command line."""
+    flag = action.option_strings[0]
+    if value is True:
+        return [flag]
+    if isinstance(action, argparse._AppendAction):  # --ingest, repeatable
+        return [arg for item in value for arg in (flag, str(item))]
+    if isinstance(value, list):  # --modules
+        return [flag, ",".join(value)]
+    return [flag, str(value)]
 
 
 def local_api_url(host: str, port: int) -> str:
@@ -241,8 +244,8 @@ def _open_graph(data_dir: Path | None, model_name: str | None = None) -> Knowled
     is refused, naming the command that re-embeds it (:mod:`.graph.model_record`)."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.graph import model_record
-    from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
+    from kg_fuse.server.startup import model_record
     from kg_fuse.server.storage.store import Store
 
     if model_name is not None:
@@ -263,7 +266,7 @@ def _reembed_if_asked(args: argparse.Namespace) -> bool:
     to serve it; with no server running, the new store is in place."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.graph import model_record, reembed
+    from kg_fuse.server.startup import model_record, reembed
     from kg_fuse.server.storage.store import read_setting_at
 
     db = paths.server_db_path(args.data_dir)
@@ -303,10 +306,10 @@ def _check_inputs(args: argparse.Namespace) -> None:
 
 
 def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
-    from kg_fuse.server.graph import startup
+    from kg_fuse.server.startup.prepare import prepare
 
     try:
-        startup.prepare(graph, corpus=args.corpus, modules=args.modules,
+        prepare(graph, corpus=args.corpus, modules=args.modules,
                         ingest=list(args.ingest), ontology=args.ontology, progress=True)
     except ValueError as exc:  # --modules naming something the corpus cannot read
         raise UsageError(str(exc), hint=MODULES_HINT) from None
@@ -334,8 +337,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _log_to(log_file: Path) -> None:
     """Send this process's stdout and stderr (log, progress bars) to ``log_file``."""
-    private.create_dir(log_file.parent)
-    fd = private.open_private(log_file)
+    owner_only.create_dir(log_file.parent)
+    fd = owner_only.open_private(log_file)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
@@ -345,8 +348,8 @@ def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
     """Keep the store and the logs from other local users (an install made before this
     was kept is fixed here, and the log says so once)."""
     files = paths.server_private_files(data_dir) + ([log_file] if log_file else [])
-    private.log_fixed(private.private_dirs(paths.server_private_dirs(data_dir))
-                      + private.private_files(files))
+    owner_only.log_fixed(owner_only.private_dirs(paths.server_private_dirs(data_dir))
+                      + owner_only.private_files(files))
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -380,7 +383,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     _make_private(args.data_dir, args.log_file)
-    from kg_fuse.server.graph import reembed
+    from kg_fuse.server.startup import reembed
 
     if reembed.swap_in_ready(paths.server_db_path(args.data_dir)):
         log.info("serving the store re-embedded while the last server ran")
@@ -419,17 +422,17 @@ def credentials_command(args: argparse.Namespace) -> int:
         held = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         held = {}
+    held = held if isinstance(held, dict) else {}
     if not args.rotate:
-        clients = held if isinstance(held, dict) else {}
-        ids = [(clients.get(role) or {}).get("client_id") for role in ("admin", "user")]
+        ids = [(held.get(role) or {}).get("client_id") for role in ("admin", "user")]
         if not all(ids):
             raise CommandError(f"no credentials in {path}", hint=f"{start} writes them")
         print(f"{path}: admin client {ids[0]}, user client {ids[1]} for "
-              f"{clients.get('api_url')}")
+              f"{held.get('api_url')}")
         return 0
     running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
-    api_url = (running.api_url if running else None) or \
-        (held.get("api_url") if isinstance(held, dict) else None) or paths.DEFAULT_API_URL
+    api_url = (running.api_url if running else None) or held.get("api_url") or \
+        paths.DEFAULT_API_URL
     store = Store(db)
     try:
         made = rotate_credentials(store, path, str(api_url))
@@ -463,11 +466,12 @@ def index_command(args: argparse.Namespace) -> int:
 
 
 def _stored_report(db: Path) -> str | None:
-    """The calibration table the store keeps, read with sqlite3 alone (no model)."""
+    """The calibration table the store keeps, read from its file alone (no model)."""
     import json
 
-    from kg_fuse.server.search.calibrate import CALIBRATION_KEY, CalibrationReport, format_report
     from kg_fuse.server.storage.store import read_setting_at
+    from kg_fuse.server.threshold.calibrate import CalibrationReport, format_report
+    from kg_fuse.server.threshold.keys import CALIBRATION_KEY
 
     raw = read_setting_at(db, CALIBRATION_KEY)
     if raw is None:
@@ -490,7 +494,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         print(report_text)
         return 0
     _setup_logging()
-    from kg_fuse.server.search.calibrate import format_report
+    from kg_fuse.server.threshold.calibrate import format_report
 
     graph = _open_graph(args.data_dir)
     try:

@@ -23,8 +23,8 @@ from kg_fuse.server.api.app import create_app
 from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import startup
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.startup.prepare import prepare
 from kg_fuse.server.storage.store import Store
 from tests.helpers.core import API_URL, Core, ServerApp, mount_options
 from tests.helpers.driver import FsDriver, install_fake_kernel
@@ -59,7 +59,7 @@ def _start_app(small_store: Path, embedder: Embedder, root: Path) -> Iterator[Se
     graph = KnowledgeGraph(store, embedder)
     try:
         # what ``kg-fuse serve`` does at start: check the store (nothing to build), load
-        startup.prepare(graph, corpus="stdlib", modules=list(SMALL_TEST_MODULES),
+        prepare(graph, corpus="stdlib", modules=list(SMALL_TEST_MODULES),
                         progress=False)
         credentials = ensure_credentials(store, root / "server-credentials.json", API_URL)
         yield ServerApp(create_app(graph, token_ttl(None)), graph, credentials)

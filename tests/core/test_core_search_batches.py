@@ -122,7 +122,7 @@ async def test_a_query_of_noise_lists_nothing_without_running_the_model(
     search runs no model (the same answer, without the cost): every concept scores 0,
     which is no match, so it lists nothing at the default nor at 0."""
     noise = "vlorp snizzle"  # asked nowhere else: no answer of it is cached
-    assert server_app.graph.read(noise).familiarity(None) == 0
+    assert server_app.graph.searcher.read(noise).familiarity(None) == 0
     held = HeldSession(embedder._session)
     monkeypatch.setattr(embedder, "_session", held)
     async with server_app.http("user") as http:

@@ -19,7 +19,7 @@ from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.fs.queries.ingest import IngestBox
 from kg_fuse.fs.tree.mount_tree import Tree
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
 
 API_URL = "http://kg.test"  # never resolved: the transport is the app itself

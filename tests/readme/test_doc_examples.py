@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from kg_fuse.server.search.calibrate import CALIBRATION_KEY
-from kg_fuse.server.search.presets import FALLBACK_OFFSETS
+from kg_fuse.server.threshold.keys import CALIBRATION_KEY
+from kg_fuse.server.threshold.presets import FALLBACK_OFFSETS
 from tests.fs.conftest import mount_factory  # noqa: F401 - the fixture
 from tests.helpers.mount import Mount, fuse_available
 from tests.helpers.server import KGServer

@@ -18,7 +18,7 @@ from kg_fuse.client import errors
 from kg_fuse.client.api import Epoch, KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.fs.kernel.errnos import errno_of
-from kg_fuse.server.api.auth import create_client
+from kg_fuse.server.api.auth import replace_clients
 from kg_fuse.server.storage.store import Store
 from tests.helpers.server import KGServer
 
@@ -166,7 +166,8 @@ def test_secrets_pass_as_command_line_arguments(tmp_path: Path) -> None:
     Every secret is letters and digits only."""
     store = Store(tmp_path / "kg.sqlite3")
     try:
-        made = [create_client(store, "user", False)[1] for _ in range(100)]
+        made = [client["client_secret"] for _ in range(50)
+                for client in replace_clients(store).values()]
     finally:
         store.close()
     assert all(secret.isalnum() and len(secret) >= 43 for secret in made), made

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.search import calibrate
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold import calibrate
 from tests.helpers.store import copy_store
 
 

@@ -18,7 +18,7 @@ import pytest
 from kg_fuse.server.corpus import live
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.corpus.stdlib import build_stdlib_corpus
-from kg_fuse.server.storage import content
+from kg_fuse.server.storage import writes
 from kg_fuse.server.storage.store import Store
 from tests.helpers.server import KGServer
 
@@ -62,7 +62,7 @@ def test_old_store_gains_the_new_columns(tmp_path: Path) -> None:
         row = store.query_one("SELECT label, description, signature, examples "
                               "FROM concepts WHERE id = 'c_old'")
         assert tuple(row) == ("old", "kept", "", "")
-        content.write_documents(store, build_stdlib_corpus(["fnmatch"]))
+        writes.write_documents(store, build_stdlib_corpus(["fnmatch"]))
         stored = store.query_one("SELECT signature FROM concepts WHERE label = ?",
                                  ("fnmatch.fnmatch",))
         assert stored["signature"] == "fnmatch(name, pat)"

@@ -10,12 +10,13 @@ import pytest
 
 from kg_fuse.server.corpus.markdown import parse_text_document
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import startup
-from kg_fuse.server.graph.jobs import JobRunner, QueuedJob
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.search import calibrate
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.knowledge.jobs import JobRunner, QueuedJob
 from kg_fuse.server.search.index import ConceptIndex
+from kg_fuse.server.startup.prepare import prepare
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold import calibrate
+from kg_fuse.server.threshold.keys import CALIBRATION_KEY
 
 SAUCES = """# Sauces
 
@@ -51,7 +52,7 @@ def embedder() -> Embedder:
 @pytest.fixture
 def graph(tmp_path: Path, embedder: Embedder) -> KnowledgeGraph:
     graph = KnowledgeGraph(Store(tmp_path / "kg.sqlite3"), embedder)
-    startup.prepare(graph, corpus="none", progress=False)
+    prepare(graph, corpus="none", progress=False)
     return graph
 
 
@@ -60,7 +61,7 @@ def doc(text: str, name: str, ontology: str = "kitchen"):
 
 
 def ranking(index: ConceptIndex, graph: KnowledgeGraph, query: str) -> list[tuple[str, float]]:
-    reading = graph.read(query)
+    reading = graph.searcher.read(query)
     vector, keyword = graph.searcher.scored_query(
         reading, graph.embedder.encode_one(reading.embedded_text(query)), index)
     return [(c, round(s, 5)) for c, s in index.search(vector, 0.0, keyword=keyword)]
@@ -83,8 +84,8 @@ def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> N
     fresh = ConceptIndex.load(graph.store)
     for query in ("knead the dough", "white sauce with milk"):
         assert ranking(graph.index, graph, query) == ranking(fresh, graph, query)
-    baking = graph.search("knead the dough", 0.0, 10, 0, "baking").page
-    kitchen = graph.search("knead the dough", 0.0, 10, 0, "kitchen").page
+    baking = graph.searcher.search("knead the dough", 0.0, 10, 0, "baking").page
+    kitchen = graph.searcher.search("knead the dough", 0.0, 10, 0, "kitchen").page
     assert len(baking) == 3 and len(kitchen) == 3
     assert not {c for c, _ in baking} & {c for c, _ in kitchen}
     graph.changes.remove_document(sauces.id)
@@ -99,7 +100,7 @@ def test_ingest_and_delete_update_the_index_in_place(graph: KnowledgeGraph) -> N
 
 def test_near_duplicate_section_is_a_warning_not_an_error(graph: KnowledgeGraph) -> None:
     admin_default(graph)
-    runner = JobRunner(graph, graph.store)
+    runner = JobRunner(graph.changes, graph.store)
     first = runner.insert("h1", "sauces.md", "kitchen", "test")
     runner._work(QueuedJob(first, SAUCES, "sauces.md", "kitchen", "test", 0))
     assert "warnings" not in runner.get(first)["result"]
@@ -123,7 +124,7 @@ def test_calibrated_default_follows_the_corpus_but_an_admin_value_stays(
     graph.changes.add_documents([doc(SAUCES, "sauces.md")])
     prov = graph.threshold.provenance()
     assert prov["source"] == "calibrated" and prov["concept_count"] == 3
-    report = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    report = graph.store.get_json_setting(CALIBRATION_KEY)
     assert graph.threshold.stored() == report["default"]
     # +1 concept of 3 is more than 20%: recalibrated on 6 (bread adds 3)
     graph.changes.add_documents([doc(BREAD, "bread.md")])
@@ -142,18 +143,18 @@ def test_a_default_calibrated_by_an_earlier_rule_is_calibrated_again(
     median of several) gives a calibrated default by the new rule at the next start; an
     administrator's value is never touched."""
     graph.changes.add_documents([doc(SAUCES, "sauces.md")])
-    report = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    report = graph.store.get_json_setting(CALIBRATION_KEY)
     assert not graph.threshold.recalibrate_if_drifted()  # same corpus, same rule
     report["rule"] = "default = ceil((3rd-highest per-concept noise score + 0.03) * 100) / 100"
     report["sample_floors"] = []
-    graph.store.set_setting(calibrate.CALIBRATION_KEY, json.dumps(report))
+    graph.store.set_setting(CALIBRATION_KEY, json.dumps(report))
     assert graph.threshold.recalibrate_if_drifted()
-    again = graph.store.get_json_setting(calibrate.CALIBRATION_KEY)
+    again = graph.store.get_json_setting(CALIBRATION_KEY)
     assert again["rule"] == calibrate.RULE and len(again["sample_floors"]) == calibrate.ROUNDS
     assert graph.threshold.stored() == again["default"]
     graph.threshold.set(0.77, provenance={"source": "administrator", "set_by": "admin",
                                           "set_at": "now"})
-    graph.store.set_setting(calibrate.CALIBRATION_KEY, json.dumps(report))
+    graph.store.set_setting(CALIBRATION_KEY, json.dumps(report))
     assert not graph.threshold.recalibrate_if_drifted()
     assert graph.threshold.stored() == 0.77
 
@@ -179,9 +180,9 @@ async def test_near_duplicates_are_the_documents_status(graph: KnowledgeGraph) -
     copy = doc(COPY, "notes.md")
     outcome = graph.changes.add_documents([copy])
     assert len(outcome.near_duplicates) == 1
-    client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
-    token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
-                             3600).access_token
+    user = auth.replace_clients(graph.store)["user"]
+    token = auth.issue_token(graph.store, auth.verify_client(
+        graph.store, user["client_id"], user["client_secret"]), 3600).access_token
     transport = httpx.ASGITransport(app=create_app(graph, token_ttl=3600))
     async with httpx.AsyncClient(transport=transport, base_url="http://kg",
                                  headers={"Authorization": f"Bearer {token}"}) as http:
@@ -211,9 +212,9 @@ async def test_jobs_run_in_the_apps_lifespan_and_stop_with_it(graph: KnowledgeGr
     from kg_fuse.server.api.app import create_app
 
     admin_default(graph)
-    client_id, secret = auth.create_client(graph.store, "user", is_admin=False)
-    token = auth.issue_token(graph.store, auth.verify_client(graph.store, client_id, secret),
-                             3600).access_token
+    user = auth.replace_clients(graph.store)["user"]
+    token = auth.issue_token(graph.store, auth.verify_client(
+        graph.store, user["client_id"], user["client_secret"]), 3600).access_token
     app = create_app(graph, token_ttl=3600)
 
     def client() -> httpx.AsyncClient:
@@ -244,8 +245,8 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
         graph: KnowledgeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     """A user who sees a new document in the catalog and searches for it finds it; the
     epoch a client refreshes on moves only once both are visible."""
-    from kg_fuse.server.graph import indexing
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.knowledge import indexing
+    from kg_fuse.server.storage import reads
 
     admin_default(graph)
     graph.changes.add_documents([doc(SAUCES, "sauces.md")])
@@ -253,8 +254,8 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
     real_embed = indexing.embed_missing
 
     def listed() -> list[str]:
-        _, ontology_id = repository.resolve_parent(graph.store, "kitchen", "ontology")
-        page = repository.children(graph.store, "document", ontology_id, None, "name",
+        _, ontology_id = reads.resolve_parent(graph.store, "kitchen", "ontology")
+        page = reads.children(graph.store, "document", ontology_id, None, "name",
                                    100, 0)
         return [r["filename"] for r in page.rows]
 
@@ -269,22 +270,22 @@ def test_a_document_is_listed_only_once_its_concepts_are_searchable(
     assert sorted(listed()) == ["bread.md", "sauces.md"]
     assert graph.store.epoch() > seen["epoch while embedding"]
     assert ranking(graph.index, graph, "knead the dough")[0][1] > 0.5
-    files = repository.ontology_files(graph.store, repository.ontology(
+    files = reads.ontology_files(graph.store, reads.ontology(
         graph.store, "kitchen")["id"])
     assert files == ["bread.md", "sauces.md"]
 
 
 def test_a_document_an_interrupted_ingest_left_unlisted_is_taken_out_at_start(
         tmp_path: Path, embedder: Embedder) -> None:
-    from kg_fuse.server.storage import content, repository
+    from kg_fuse.server.storage import reads, writes
 
     store = Store(tmp_path / "kg.sqlite3")
-    content.write_documents(store, [doc(BREAD, "bread.md")], published=False)
-    assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) == []
+    writes.write_documents(store, [doc(BREAD, "bread.md")], published=False)
+    assert reads.ontology_files(store, reads.ontology(store, "kitchen")["id"]) == []
     graph = KnowledgeGraph(store, embedder)
-    startup.prepare(graph, corpus="none", progress=False)
+    prepare(graph, corpus="none", progress=False)
     # its job says "upload the file again": listing it would make that upload a duplicate
-    assert repository.ontology_files(store, repository.ontology(store, "kitchen")["id"]) == []
+    assert reads.ontology_files(store, reads.ontology(store, "kitchen")["id"]) == []
     assert len(graph.index) == 0
     assert store.query_one("SELECT 1 FROM concepts") is None  # nothing half-ingested
 
@@ -299,11 +300,11 @@ def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph
     oven = SAUCES + "\n## Oven\nBake at 180 degrees for 25 minutes.\n"
     graph.changes.add_documents([doc(oven, "sauces.md")])
     low = 0.01  # far below any default: only the rule can keep these out
-    assert graph.search("roux butter", low, 50, 0, None).page
-    partly = graph.search("roux zzyzx", low, 50, 0, None).page  # discounted, still found
-    assert partly and partly[0][1] < graph.search("roux", low, 50, 0, None).page[0][1]
+    assert graph.searcher.search("roux butter", low, 50, 0, None).page
+    partly = graph.searcher.search("roux zzyzx", low, 50, 0, None).page  # discounted, still found
+    assert partly and partly[0][1] < graph.searcher.search("roux", low, 50, 0, None).page[0][1]
     for unknown in ("xkcdq", "zzyzx qwvbn", "180", "180 25", "= :() 87&>6[<8"):
-        outcome = graph.search(unknown, low, 50, 0, None)  # "180" is in the text, no word
+        outcome = graph.searcher.search(unknown, low, 50, 0, None)  # "180" is in the text, no word
         assert outcome.page == [] and outcome.near_miss is None, unknown
     # the calibration measures the same final score: zero everywhere
     noise, known = graph.searcher.search_many(["xkcdq", "roux"], 3)
@@ -311,13 +312,13 @@ def test_a_query_the_corpus_knows_no_word_of_lists_nothing(graph: KnowledgeGraph
 
 
 def scoped(graph: KnowledgeGraph, ontology: str, query: str = "knead the dough") -> list[str]:
-    return [c for c, _ in graph.search(query, 0.3, 10, 0, ontology).page]
+    return [c for c, _ in graph.searcher.search(query, 0.3, 10, 0, ontology).page]
 
 
 def files(graph: KnowledgeGraph, ontology: str) -> list[str]:
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.storage import reads
 
-    return repository.ontology_files(graph.store, repository.ontology(
+    return reads.ontology_files(graph.store, reads.ontology(
         graph.store, ontology)["id"])
 
 
@@ -325,7 +326,7 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
         graph: KnowledgeGraph) -> None:
     """Duplicates are per ontology, as on the platform: the copy is listed and searchable
     in both, under two document ids, and the index grown in place matches a fresh load."""
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.storage import reads
 
     admin_default(graph)
     graph.changes.add_documents([doc(BREAD, "bread.md", "kitchen")])
@@ -337,18 +338,18 @@ def test_the_same_file_in_a_second_ontology_is_a_document_there_too(
     fresh = ConceptIndex.load(graph.store)
     assert [c for c, _ in fresh.search(graph.searcher.prepared("knead the dough").vector, 0.3,
                                        ontology="baking")] == kneading
-    held = {o: repository.document_in_ontology(graph.store, BREAD, o)
+    held = {o: reads.document_in_ontology(graph.store, BREAD, o)
             for o in ("kitchen", "baking", "pastry")}
     assert held["kitchen"] and held["baking"] and held["kitchen"] != held["baking"]
     assert held["pastry"] is None
-    summary = graph.summaries(kneading[:1])[kneading[0]]
+    summary = graph.search.summaries(kneading[:1])[kneading[0]]
     assert set(summary["documents"]) == {"kitchen", "baking"}
 
 
 def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
         graph: KnowledgeGraph) -> None:
     admin_default(graph)
-    runner = JobRunner(graph, graph.store)
+    runner = JobRunner(graph.changes, graph.store)
     for n, ontology in enumerate(("kitchen", "baking", "baking")):  # the last one forced
         job = runner.insert(f"h{n}", "bread.md", ontology, "test")
         runner._work(QueuedJob(job, BREAD, "bread.md", ontology, "test", 0))
@@ -360,18 +361,18 @@ def test_a_forced_reingest_replaces_only_its_own_ontologys_copy(
 
 
 def test_removing_one_copy_leaves_its_concepts_to_the_other(graph: KnowledgeGraph) -> None:
-    from kg_fuse.server.storage import repository
+    from kg_fuse.server.storage import reads
 
     admin_default(graph)
     graph.changes.add_documents([doc(BREAD, "bread.md", "kitchen")])
     graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])
-    graph.changes.remove_document(repository.document_in_ontology(graph.store, BREAD, "baking"))
+    graph.changes.remove_document(reads.document_in_ontology(graph.store, BREAD, "baking"))
     assert scoped(graph, "baking") == [] and len(scoped(graph, "kitchen")) >= 1
     assert len(graph.index) == 3
-    graph.changes.remove_document(repository.document_in_ontology(graph.store, BREAD, "kitchen"))
+    graph.changes.remove_document(reads.document_in_ontology(graph.store, BREAD, "kitchen"))
     assert scoped(graph, "kitchen") == [] and len(graph.index) == 0
     graph.changes.add_documents([doc(BREAD, "bread.md", "baking")])  # and back, under its hash
-    assert repository.document_in_ontology(graph.store, BREAD, "baking") == doc(
+    assert reads.document_in_ontology(graph.store, BREAD, "baking") == doc(
         BREAD, "b.md").id
 
 
@@ -389,7 +390,7 @@ def test_an_ingest_job_leaves_no_freed_memory_resident(graph: KnowledgeGraph) ->
     import ctypes
 
     admin_default(graph)
-    runner = JobRunner(graph, graph.store)
+    runner = JobRunner(graph.changes, graph.store)
     text = "# Lanterns\n\n" + "".join(
         f"## Lantern {n}\n\nHow lantern {n} is trimmed, filled with oil and lit at dusk "
         f"in the {('north', 'south', 'east', 'west')[n % 4]} yard.\n\n" for n in range(120))

@@ -19,8 +19,6 @@ from kg_fuse.limits import (
     MAX_QUEUED_JOBS_PER_CLIENT,
     MAX_SECTIONS_PER_DOCUMENT,
 )
-from kg_fuse.server.api.auth import create_client
-from kg_fuse.server.storage.store import Store
 from tests.helpers.server import KGServer
 
 STOP_BOUND = 10.0  # seconds, the bound for `kg-fuse server stop` during an ingest
@@ -99,14 +97,12 @@ def test_the_queue_refuses_jobs_and_bytes_past_its_limits(server: KGServer) -> N
             assert upload(admin, f"flame-{n}.md", sections(1, f"flame{n}").encode()
                           ).status_code == 200
         assert user.get(f"/jobs/{long_job}").json()["status"] == "running"
-    store = Store(server.db_path)  # a third client, with nothing queued of its own
-    try:
-        client_id, secret = create_client(store, "user", is_admin=False)
-    finally:
-        store.close()
-    token = httpx.post(f"{server.api_url}/auth/oauth/token", data={
-        "grant_type": "client_credentials", "client_id": client_id,
-        "client_secret": secret}).json()["access_token"]
+    # a third client, with nothing queued of its own: the clients replaced beside the
+    # running server (their jobs run on)
+    subprocess.run([sys.executable, "-m", "kg_fuse.cli", "server", "credentials", "--rotate"],
+                   env={**os.environ, **server.env}, capture_output=True, text=True,
+                   timeout=120, check=True)
+    token = server.fetch_token("user")  # the new user client's (the cached one is revoked)
     with httpx.Client(base_url=server.api_url, timeout=60,
                       headers={"Authorization": f"Bearer {token}"}) as third:
         refused(upload(third, "late.md", b"# Late\n\ntext\n"),

@@ -9,25 +9,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kg_fuse.server.graph import indexing
+from kg_fuse.server.knowledge import indexing
 from kg_fuse.server.search import keywords
-from kg_fuse.server.search.calibrate import (
-    EVERYDAY_WORDS,
-    GLUE_WORDS,
-    NOISE_SHAPES,
-    RULE,
-    CalibrationReport,
-    drifted,
-    format_report,
-    gibberish_queries,
-    noise_floor,
-    probe_queries,
-)
 from kg_fuse.server.search.index import ConceptIndex, merge
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.understand import TYPO_PENALTY, read_query
 from kg_fuse.server.search.views import WEIGHTS, fuse, split_name, view_texts
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold.calibrate import (
+    RULE,
+    CalibrationReport,
+    drifted,
+    format_report,
+    noise_floor,
+    probe_queries,
+)
+from kg_fuse.server.threshold.noise import (
+    EVERYDAY_WORDS,
+    GLUE_WORDS,
+    NOISE_SHAPES,
+    gibberish_queries,
+)
 
 
 def unit(*values: float) -> np.ndarray:
@@ -199,9 +201,8 @@ def store(tmp_path: Path) -> Store:
 
 
 def scores(store: Store, query: str) -> dict[str, float]:
-    with store.locked() as conn:
-        reading = read_query(query, keywords.load_vocabulary(conn), wordnet())
-        return keywords.keyword_scores(conn, reading, store.concept_count()).scores
+    reading = read_query(query, keywords.load_vocabulary(store), wordnet())
+    return keywords.keyword_scores(store, reading, store.concept_count()).scores
 
 
 def test_keyword_scores_are_normalised_and_prefer_full_matches(store: Store) -> None:
@@ -259,18 +260,17 @@ def test_deleting_a_concept_deletes_its_text(store: Store) -> None:
 def test_the_term_cache_gives_the_same_scores_without_touching_sqlite(store: Store) -> None:
     cache = keywords.TermCache()
     queries = ["sort a list", "pathnme", "square root sqrt", "blorf", "NEAR(sort list)"]
-    with store.locked() as conn:
-        vocab = keywords.load_vocabulary(conn)
-        readings = [read_query(q, vocab, wordnet()) for q in queries]
-        total = store.concept_count()
-        fresh = [keywords.keyword_scores(conn, r, total) for r in readings]
-        first = [keywords.keyword_scores(conn, r, total, cache=cache) for r in readings]
+    vocab = keywords.load_vocabulary(store)
+    readings = [read_query(q, vocab, wordnet()) for q in queries]
+    total = store.concept_count()
+    fresh = [keywords.keyword_scores(store, r, total) for r in readings]
+    first = [keywords.keyword_scores(store, r, total, cache=cache) for r in readings]
     assert first == fresh
     statements: list[str] = []
-    with store.locked() as conn:
+    with store.locked() as conn:  # every statement the store runs meanwhile, traced
         conn.set_trace_callback(statements.append)
         try:
-            again = [keywords.keyword_scores(conn, r, total, cache=cache) for r in readings]
+            again = [keywords.keyword_scores(store, r, total, cache=cache) for r in readings]
         finally:
             conn.set_trace_callback(None)
     assert again == fresh and statements == []

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import reembed
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.search import scale
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.search.scale import IDENTITY
+from kg_fuse.server.startup import reembed
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold import score_scale
 from tests.helpers.store import copy_store
 
 SQUEEZE = 0.3  # the squeezed model's cosine = SQUEEZE * cosine + (1 - SQUEEZE)
@@ -69,15 +70,15 @@ def real_embedder() -> Embedder:
 
 
 def test_the_reference_model_maps_to_itself_exactly(real_embedder: Embedder) -> None:
-    measured = scale.measure(real_embedder.encode_queries, real_embedder.encode)
+    measured = score_scale.measure(real_embedder.encode_queries, real_embedder.encode)
     assert measured.identity, measured  # today's model scores exactly as before
     assert (measured.unrelated, measured.related) == pytest.approx(
-        (scale.UNRELATED_REF, scale.RELATED_REF), abs=1e-4)
+        (score_scale.UNRELATED_REF, score_scale.RELATED_REF), abs=1e-4)
 
 
 def test_a_squeezed_model_is_stretched_back(real_embedder: Embedder) -> None:
     squeezed = SqueezedEmbedder(real_embedder)
-    measured = scale.measure(squeezed.encode_queries, squeezed.encode)
+    measured = score_scale.measure(squeezed.encode_queries, squeezed.encode)
     assert measured.gain == pytest.approx(1 / SQUEEZE, abs=0.01)
     assert measured.offset == pytest.approx(-(1 - SQUEEZE) / SQUEEZE, abs=0.01)
 
@@ -88,7 +89,7 @@ def test_a_squeezed_model_lists_what_the_reference_lists(
     default calibrated, lists the same as the reference store at each one's default."""
     def listings(graph: KnowledgeGraph, queries: list[str]) -> list[list[str]]:
         default = graph.default_threshold()
-        return [[cid for cid, _ in graph.search(q, default, 50, 0, None).page]
+        return [[cid for cid, _ in graph.searcher.search(q, default, 50, 0, None).page]
                 for q in queries]
 
     reference = KnowledgeGraph(Store(copy_store(small_store, tmp_path / "ref.sqlite3")),
@@ -111,6 +112,6 @@ def test_a_squeezed_model_lists_what_the_reference_lists(
 
     # without the scale, the squeezed model's cosines all sit far above the default:
     # nonsense in real words lists, and every query lists its whole page
-    squeezed.searcher.scale = scale.IDENTITY
+    squeezed.searcher.scale = IDENTITY
     assert any(listings(squeezed, GIBBERISH))
     assert all(len(found) == 50 for found in listings(squeezed, QUERIES))

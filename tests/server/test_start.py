@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import indexing, startup
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge import indexing
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.search import keywords, lexicon
+from kg_fuse.server.startup.prepare import prepare
 from kg_fuse.server.storage.store import Store
 from tests.helpers.store import copy_store
 
@@ -47,11 +48,10 @@ def test_a_restart_does_not_stem_the_corpus_again(store: Store) -> None:
     vocabulary it gets is the one stemming gives."""
     with store.transaction() as conn:  # as a store written before stems were kept
         conn.execute("DELETE FROM settings WHERE key = ?", (keywords.STEMS_KEY,))
-    with store.locked() as conn:
-        first = stemmed_during(lambda: keywords.load_vocabulary(conn))
-        vocabulary = keywords.load_vocabulary(conn)
-        again = stemmed_during(lambda: keywords.load_vocabulary(conn))
-        restarted = keywords.load_vocabulary(conn)
+    first = stemmed_during(lambda: keywords.load_vocabulary(store))
+    vocabulary = keywords.load_vocabulary(store)
+    again = stemmed_during(lambda: keywords.load_vocabulary(store))
+    restarted = keywords.load_vocabulary(store)
     assert len(first) > 500
     assert again == []
     assert restarted == vocabulary
@@ -63,9 +63,8 @@ def test_a_restart_does_not_stem_the_corpus_again(store: Store) -> None:
 def test_stems_from_another_stemmer_or_unreadable_are_not_used(store: Store,
                                                                 kept: str) -> None:
     store.set_setting(keywords.STEMS_KEY, kept)
-    with store.locked() as conn:
-        asked = stemmed_during(lambda: keywords.load_vocabulary(conn))
-        vocabulary = keywords.load_vocabulary(conn)
+    asked = stemmed_during(lambda: keywords.load_vocabulary(store))
+    vocabulary = keywords.load_vocabulary(store)
     assert "compress" in asked
     assert vocabulary.forms("compress") == vocabulary.forms("compressed") != ()
     rewritten = json.loads(store.get_setting(keywords.STEMS_KEY) or "{}")
@@ -81,6 +80,6 @@ def test_starting_on_a_built_store_reads_no_corpus_text(
     monkeypatch.setattr(indexing, "corpus_acronyms",
                         lambda s: read.append("acronyms") or real(s))
     graph = KnowledgeGraph(store, Embedder())
-    startup.prepare(graph, corpus="none", progress=False)
+    prepare(graph, corpus="none", progress=False)
     assert len(graph.index) > 100
     assert read == []

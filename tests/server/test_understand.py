@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.limits import MAX_QUERY_CHARS, MIB
-from kg_fuse.server.graph import indexing
+from kg_fuse.server.knowledge import indexing
 from kg_fuse.server.search import keywords
-from kg_fuse.server.search.calibrate import gibberish_queries, not_naming, outliers_for
 from kg_fuse.server.search.lexicon import WordNet, find_wordnet, stem, wordnet
 from kg_fuse.server.search.understand import (
     MAX_TERMS,
@@ -26,6 +25,8 @@ from kg_fuse.server.search.understand import (
     read_word,
 )
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold.calibrate import outliers_for
+from kg_fuse.server.threshold.noise import gibberish_queries, not_naming
 
 KITCHEN = Vocabulary.of(names=["ls", "sort", "getcwd"], words=[
     "baking", "bread", "loaf", "pasta", "cooking", "omelette", "eggs", "stock", "chicken",
@@ -276,9 +277,8 @@ def store(tmp_path: Path) -> Store:
 
 
 def match(store: Store, query: str, lexicon: WordNet) -> keywords.KeywordMatch:
-    with store.locked() as conn:
-        reading = read_query(query, keywords.load_vocabulary(conn), lexicon)
-        return keywords.keyword_scores(conn, reading, store.concept_count())
+    reading = read_query(query, keywords.load_vocabulary(store), lexicon)
+    return keywords.keyword_scores(store, reading, store.concept_count())
 
 
 def test_a_bridge_finds_its_concept_below_the_word_s_own_weight(store: Store,

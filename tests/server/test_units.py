@@ -13,7 +13,7 @@ from kg_fuse.server.corpus.stdlib import (
     build_stdlib_corpus,
     discover_modules,
 )
-from kg_fuse.server.search.calibrate import choose_default
+from kg_fuse.server.threshold.calibrate import choose_default
 
 
 def test_default_rule_sits_just_above_the_noise_floor() -> None:

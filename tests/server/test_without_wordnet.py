@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kg_fuse.server.search.calibrate import NO_WORDNET_FLOOR
+from kg_fuse.server.threshold.calibrate import NO_WORDNET_FLOOR
 from tests.helpers.server import KGServer
 
 THRESHOLD = "/admin/config/search-threshold"

@@ -7,17 +7,18 @@ from pathlib import Path
 
 from kg_fuse.server.search import (
     acronyms,
-    calibrate,
     index,
     keywords,
-    presets,
     searcher,
     tuning,
     understand,
     views,
 )
+from kg_fuse.server.threshold import calibrate, presets
 
 SEARCH = Path(tuning.__file__).parent
+#: the threshold rules read the same table (the calibration's, the presets', the scale's)
+THRESHOLD = Path(calibrate.__file__).parent
 
 #: Module-level numbers that are not tuning: the limits the table's docstring names (cost,
 #: hostile input), and UNFAMILIARITY, whose 0 for the corpus's own words is what
@@ -54,7 +55,7 @@ def test_every_entry_says_what_it_is_for_and_what_chose_it() -> None:
 
 def test_no_module_of_the_search_holds_a_number_of_its_own() -> None:
     found = []
-    for path in sorted(SEARCH.glob("*.py")):
+    for path in sorted([*SEARCH.glob("*.py"), *THRESHOLD.glob("*.py")]):
         if path.name == "tuning.py":
             continue
         for node in ast.parse(path.read_text()).body:

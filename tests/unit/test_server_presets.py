@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kg_fuse.server.search.presets import derive
+from kg_fuse.server.threshold.presets import derive
 
 
 def report(scores: list[float], noise_median: float = 0.25) -> dict:

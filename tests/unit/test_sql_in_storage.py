@@ -69,3 +69,43 @@ def test_the_scan_finds_sql_outside_storage_and_skips_storage(tmp_path: Path) ->
 def test_sql_is_written_only_in_server_storage() -> None:
     assert STORAGE.is_dir()
     assert sql_outside_storage(PACKAGE) == []
+
+
+def _outside_storage(package: Path) -> list[tuple[Path, ast.AST]]:
+    storage = package / "server" / "storage"
+    return [(path, ast.parse(path.read_text(encoding="utf-8")))
+            for path in sorted(package.rglob("*.py")) if storage not in path.parents]
+
+
+def sqlite_outside_storage(package: Path) -> list[str]:
+    """``path:line`` of every import of sqlite3, and every use of the store's lock
+    (``locked()``, ``transaction()``), outside storage: storage takes its own lock."""
+    out = []
+    for path, tree in _outside_storage(package):
+        rel = path.relative_to(package.parent)
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(name.split(".")[0] == "sqlite3" for name in names):
+                out.append(f"{rel}:{node.lineno}: import sqlite3")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"locked", "transaction"}
+                    and "store" in ast.unparse(node.func.value)):
+                out.append(f"{rel}:{node.lineno}: {ast.unparse(node.func)}()")
+    return sorted(out)
+
+
+def test_the_scan_finds_sqlite_and_the_store_s_lock_outside_storage(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "server" / "storage").mkdir(parents=True)
+    (package / "server" / "storage" / "rows.py").write_text("import sqlite3\n")
+    (package / "search.py").write_text(
+        "import sqlite3\nfrom sqlite3 import Row\n"
+        "def f(store):\n    with store.locked() as conn:\n        return conn\n")
+    assert [hit.split(": ")[0] for hit in sqlite_outside_storage(package)] == [
+        "pkg/search.py:1", "pkg/search.py:2", "pkg/search.py:4"]
+
+
+def test_only_storage_imports_sqlite3_and_takes_the_store_s_lock() -> None:
+    """(``lint-imports`` checks the imports too: contract ``sqlite-in-storage``.)"""
+    assert sqlite_outside_storage(PACKAGE) == []

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kg_fuse import private
+from kg_fuse import owner_only
 from kg_fuse.server.storage import clients
 from kg_fuse.server.storage.clients import ClientRow
 from kg_fuse.server.storage.store import Store
@@ -76,13 +76,6 @@ def _new_client(role: str, is_admin: bool) -> tuple[ClientRow, str]:
     return ClientRow(client_id, _hash_secret(secret, salt), salt, role, is_admin), secret
 
 
-def create_client(store: Store, role: str, is_admin: bool) -> tuple[str, str]:
-    """A new client with a random id and secret; returns both in plain text once."""
-    row, secret = _new_client(role, is_admin)
-    clients.add_client(store, row)
-    return row.client_id, secret
-
-
 def replace_clients(store: Store) -> dict[str, dict[str, str]]:
     """New admin and user clients in place of every client there was, whose tokens are
     revoked with them, in one transaction; returns the new ones' ids and secrets."""
@@ -131,7 +124,7 @@ def principal_for_token(store: Store, token: str) -> Principal | None:
 
 def write_private_json(path: Path, data: dict) -> None:
     """Write JSON atomically, readable by the owner only from the first byte on."""
-    private.create_dir(path.parent)
+    owner_only.create_dir(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -1,9 +1,14 @@
-"""Request dependencies, declared once: the shared context and bearer-token auth.
+"""Request dependencies, declared once: each part of the server a route works with, and
+bearer-token auth.
 
-Route modules import the ``Annotated`` aliases at the bottom (``Ctx``, ``Storage``,
-``User``, ``ConfigReader``, ``ConfigWriter``, ``Upload``) rather than spelling out
-``Depends`` themselves. Routes search and change content through the knowledge graph (``Ctx``) and
-read the store through ``Storage``; none reaches into the graph for its store.
+Route modules import the ``Annotated`` aliases at the bottom rather than spelling out
+``Depends`` themselves. Each part is its own dependency, and the only way a route
+reaches it: ``Storage`` (the store's rows: reads, clients and tokens), ``Search``
+(search requests answered, the index's status), ``Threshold`` (the default, its
+provenance and presets), ``Changes`` (content added and removed), ``Jobs`` (the ingest
+queue), ``SignIns`` and ``TokenTtl`` (the token endpoint's limit and lifetime). The
+knowledge graph that made them is no route's business (``create_app`` hands its parts
+to the :class:`AppContext`).
 
 The contract orders checks 401, then 403, then 422. FastAPI parses a JSON body before
 it solves dependencies, so a malformed body would answer 422 before auth ran;
@@ -31,38 +36,39 @@ from kg_fuse.limits import MAX_NAME_CHARS
 from kg_fuse.server.api import auth
 from kg_fuse.server.api.auth import Principal
 from kg_fuse.server.api.throttle import SignInLimit
-from kg_fuse.server.graph.jobs import JobRunner
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
+from kg_fuse.server.knowledge.changes import ContentChanges
+from kg_fuse.server.knowledge.jobs import JobRunner
+from kg_fuse.server.knowledge.search_service import SearchService
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold.default import DefaultThreshold
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class AppContext:
-    """Everything the routes share; lives on ``app.state.ctx``."""
+    """The parts the routes' dependencies hand out; lives on ``app.state.ctx``."""
 
-    graph: KnowledgeGraph
-    token_ttl: int
+    store: Store
+    search: SearchService
+    threshold: DefaultThreshold
+    changes: ContentChanges
     jobs: JobRunner
+    token_ttl: int
     sign_ins: SignInLimit = field(default_factory=SignInLimit)
-
-    @property
-    def store(self) -> Store:
-        """The SQLite store the routes read: the knowledge graph's own."""
-        return self.graph.store
 
 
 def _context(request: Request) -> AppContext:
     return request.app.state.ctx
 
 
-async def get_ctx(request: Request) -> AppContext:
-    return _context(request)
+def _part(name: str) -> Callable[[Request], Coroutine[Any, Any, Any]]:
+    """The dependency that hands a route the context's part ``name``."""
+    async def part(request: Request) -> Any:
+        return getattr(_context(request), name)
 
-
-async def get_store(request: Request) -> Store:
-    return _context(request).store
+    part.__name__ = f"get_{name}"
+    return part
 
 
 def _unauthorized(detail: str) -> HTTPException:
@@ -125,6 +131,7 @@ class AuthFirstRoute(APIRoute):
 
 require_user = Require()
 
+
 @dataclass
 class UploadForm:
     """The multipart form of an upload, text or image, as the platform declares it."""
@@ -136,8 +143,13 @@ class UploadForm:
     auto_approve: Annotated[bool, Form()] = False
 
 
-Ctx = Annotated[AppContext, Depends(get_ctx)]
-Storage = Annotated[Store, Depends(get_store)]
+Storage = Annotated[Store, Depends(_part("store"))]
+Search = Annotated[SearchService, Depends(_part("search"))]
+Threshold = Annotated[DefaultThreshold, Depends(_part("threshold"))]
+Changes = Annotated[ContentChanges, Depends(_part("changes"))]
+Jobs = Annotated[JobRunner, Depends(_part("jobs"))]
+SignIns = Annotated[SignInLimit, Depends(_part("sign_ins"))]
+TokenTtl = Annotated[int, Depends(_part("token_ttl"))]
 User = Annotated[Principal, Depends(require_user)]
 ConfigReader = Annotated[Principal, Depends(Require("read", "search_config"))]
 ConfigWriter = Annotated[Principal, Depends(Require("write", "search_config"))]

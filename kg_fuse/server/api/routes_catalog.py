@@ -1,6 +1,6 @@
 """Browsing: epoch, catalog children, ontology info and document content.
 
-These are plain SQLite reads (:mod:`kg_fuse.server.storage.repository`), so the handlers are
+These are plain SQLite reads (:mod:`kg_fuse.server.storage.reads`), so the handlers are
 sync functions, which FastAPI runs in its thread pool.
 """
 
@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from kg_fuse.limits import MAX_NAME_CHARS
-from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, User
+from kg_fuse.server.api import responses
+from kg_fuse.server.api.deps import AuthFirstRoute, Storage, Threshold, User
 from kg_fuse.server.api.schemas import (
     CatalogNode,
     CatalogResponse,
@@ -20,11 +21,9 @@ from kg_fuse.server.api.schemas import (
     DocumentContentResponse,
     EpochResponse,
     OntologyInfoResponse,
-    OntologyNode,
-    OntologyStatistics,
 )
-from kg_fuse.server.graph import duplicates
-from kg_fuse.server.storage import repository
+from kg_fuse.server.knowledge import duplicates
+from kg_fuse.server.storage import reads
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +33,16 @@ SQLITE_INT_MAX = 2**63 - 1  # larger offsets cannot be bound: 422, not 500
 
 
 @router.get("/database/epoch", response_model=EpochResponse)
-def epoch(ctx: Ctx, store: Storage, _user: User) -> EpochResponse:
+def epoch(store: Storage, threshold: Threshold, _user: User) -> EpochResponse:
     """The content epoch, and the default threshold with its presets: every client polls
     this, so a PUT default reaches all of them within one poll, with no search."""
-    graph = ctx.graph
-    return EpochResponse(epoch=store.epoch(), default_threshold=graph.default_threshold(),
-                         threshold_presets=graph.threshold.presets())
+    return EpochResponse(epoch=store.epoch(), default_threshold=threshold.default(),
+                         threshold_presets=threshold.presets())
 
 
-def _node(child_kind: repository.ChildKind, parent_id: str | None, row) -> CatalogNode:
+def _node(child_kind: reads.ChildKind, parent_id: str | None, row) -> CatalogNode:
     if child_kind == "document":
-        near = repository.near_duplicates(row)
+        near = reads.near_duplicates(row)
         # a document's status: near-duplicate sections found at ingestion are warnings
         properties = {"filename": row["filename"], "created_at": row["created_at"],
                       "warnings": duplicates.warnings(near),
@@ -70,35 +68,26 @@ def catalog_children(
 ) -> CatalogResponse:
     kind: str | None = None
     parent_id: str | None = None
-    child_kind: repository.ChildKind = "ontology"
+    child_kind: reads.ChildKind = "ontology"
     if parent is not None:
-        kind, parent_id = repository.resolve_parent(store, parent, parent_kind)
+        kind, parent_id = reads.resolve_parent(store, parent, parent_kind)
         child_kind = "document" if kind == "ontology" else "concept"
-    page = repository.children(store, child_kind, parent_id, q, sort, limit, offset)
+    page = reads.children(store, child_kind, parent_id, q, sort, limit, offset)
     return CatalogResponse(parent_id=parent_id, parent_kind=kind, child_kind=child_kind,
                            nodes=[_node(child_kind, parent_id, r) for r in page.rows],
                            total=page.total, limit=limit, offset=offset, query=q)
 
 
 @router.get("/ontology/{name:path}", response_model=OntologyInfoResponse)
-def ontology_info(name: str, ctx: Ctx, _user: User) -> OntologyInfoResponse:
-    """(``routes_ingest`` calls it too, with its own ``Ctx``, to answer a create.)"""
-    store = ctx.store
-    row = repository.ontology(store, name)
-    node = OntologyNode(ontology_id=row["id"], name=row["name"],
-                        description=row["description"],
-                        creation_epoch=row["creation_epoch"], created_by=row["created_by"])
-    return OntologyInfoResponse(
-        ontology=row["name"],
-        statistics=OntologyStatistics(**repository.ontology_statistics(store, row["id"])),
-        files=repository.ontology_files(store, row["id"]), node=node)
+def ontology_info(name: str, store: Storage, _user: User) -> OntologyInfoResponse:
+    return responses.ontology_info(store, name)
 
 
 @router.get("/documents/{document_id}/content", response_model=DocumentContentResponse)
 def document_content(document_id: str, store: Storage, _user: User
                      ) -> DocumentContentResponse:
-    row = repository.document(store, document_id)
+    row = reads.document(store, document_id)
     return DocumentContentResponse(
         document_id=row["id"], content_type=row["content_type"],
         content={"document": row["content"], "encoding": "utf-8"},
-        chunks=[DocumentChunk(**r) for r in repository.chunks(store, document_id)])
+        chunks=[DocumentChunk(**r) for r in reads.chunks(store, document_id)])

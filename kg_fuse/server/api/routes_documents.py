@@ -11,14 +11,14 @@ from fastapi import APIRouter, Form, HTTPException
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
-from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Storage, Upload, User
+from kg_fuse.server.api.deps import AuthFirstRoute, Changes, Storage, Upload, User
 from kg_fuse.server.api.schemas import (
     DocumentConcept,
     DocumentConceptsResponse,
     DocumentDeleteResponse,
 )
-from kg_fuse.server.graph import duplicates
-from kg_fuse.server.storage import repository
+from kg_fuse.server.knowledge import duplicates
+from kg_fuse.server.storage import reads
 
 log = logging.getLogger(__name__)
 
@@ -29,22 +29,24 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has no vision "
                    "model to describe images. Ingest a text or Markdown description instead.")
 
+
 @router.get("/documents/{document_id}/concepts", response_model=DocumentConceptsResponse)
 def document_concepts(document_id: str, store: Storage, _user: User
                       ) -> DocumentConceptsResponse:
     """One row per (concept, source) pair of the document, most instances first."""
-    row = repository.document(store, document_id)
-    concepts = [DocumentConcept(**r) for r in repository.document_concepts(store, document_id)]
+    row = reads.document(store, document_id)
+    concepts = [DocumentConcept(**r) for r in reads.document_concepts(store, document_id)]
     return DocumentConceptsResponse(
         document_id=document_id, filename=row["filename"] or "unknown", concepts=concepts,
         total=len(concepts),
-        warnings=duplicates.warnings(repository.near_duplicates(row)))
+        warnings=duplicates.warnings(reads.near_duplicates(row)))
 
 
 @router.delete("/documents/{document_id}", response_model=DocumentDeleteResponse)
-def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteResponse:
+def delete_document(document_id: str, changes: Changes, user: User
+                    ) -> DocumentDeleteResponse:
     """The document, its chunks and evidence, and the concepts left without evidence."""
-    result = ctx.graph.changes.remove_document(document_id)
+    result = changes.remove_document(document_id)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Document '{document_id}' not found")
     log.info("%s deleted document %s", user.client_id, shown(document_id, 80))
@@ -53,7 +55,6 @@ def delete_document(document_id: str, ctx: Ctx, user: User) -> DocumentDeleteRes
 
 @router.post("/ingest/image")
 async def ingest_image(
-    _ctx: Ctx,
     user: User,
     form: Upload,
     source_type: Annotated[str | None, Form(max_length=MAX_NAME_CHARS)] = None,
@@ -82,7 +83,7 @@ async def ingest_image(
 
 @router.get("/sources/{source_id}/image")
 async def source_image(source_id: str, store: Storage, _user: User) -> None:
-    content_type = await run_in_threadpool(repository.source_content_type, store, source_id)
+    content_type = await run_in_threadpool(reads.source_content_type, store, source_id)
     if content_type == "image":  # no image bytes are ever stored
         raise HTTPException(status_code=404, detail=f"Source not found: {source_id}")
     raise HTTPException(status_code=400, detail=(

@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_INGEST_BYTES, shown
-from kg_fuse.server.api.deps import AuthFirstRoute, Ctx, Upload, User
+from kg_fuse.server.api import responses
+from kg_fuse.server.api.deps import AuthFirstRoute, Changes, Jobs, Storage, Upload, User
 from kg_fuse.server.api.schemas import (
     DuplicateResponse,
     IngestResponse,
@@ -19,8 +20,7 @@ from kg_fuse.server.api.schemas import (
     OntologyInfoResponse,
 )
 from kg_fuse.server.corpus import content_hash
-from kg_fuse.server.graph.jobs import QueuedJob, QueueFull
-from kg_fuse.server.storage import content, repository
+from kg_fuse.server.knowledge.jobs import QueueFull, ShuttingDown, UploadedDocument
 
 log = logging.getLogger(__name__)
 
@@ -30,33 +30,29 @@ RETRY_AFTER = 10  # seconds, in a 429's Retry-After: about one job of a few sect
 
 
 @router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
-def create_ontology(body: OntologyCreateRequest, ctx: Ctx, user: User) -> OntologyInfoResponse:
-    from kg_fuse.server.api.routes_catalog import ontology_info
-
+def create_ontology(body: OntologyCreateRequest, changes: Changes, store: Storage,
+                    user: User) -> OntologyInfoResponse:
     try:
-        content.create_ontology(ctx.store, body.name, body.description,
-                                created_by=user.client_id)
+        changes.create_ontology(body.name, body.description, created_by=user.client_id)
     except FileExistsError:
         raise HTTPException(status_code=409,
                             detail=f"Ontology '{body.name}' already exists") from None
     log.info("%s created ontology %s", user.client_id, shown(body.name))
-    return ontology_info(body.name, ctx, user)
+    return responses.ontology_info(store, body.name)
 
 
 @router.delete("/ontology/{name:path}", response_model=OntologyDeleteResponse)
-def delete_ontology(name: str, ctx: Ctx, user: User) -> OntologyDeleteResponse:
-    result = ctx.graph.changes.remove_ontology(name)
+def delete_ontology(name: str, changes: Changes, user: User) -> OntologyDeleteResponse:
+    result = changes.remove_ontology(name)
     if result is None:
         raise HTTPException(status_code=404, detail=f"Ontology '{name}' not found")
     log.info("%s deleted ontology %s", user.client_id, shown(name))
     return OntologyDeleteResponse(ontology=name, deleted=True, **result)
 
 
-@router.post("/ingest", response_model=IngestResponse | DuplicateResponse)
-async def ingest(
-    ctx: Ctx, user: User, form: Upload) -> IngestResponse | JSONResponse:
-    """Queue a text document; the same content twice is a duplicate unless ``force``."""
-    ontology = form.ontology
+async def _text_of(form: Upload) -> tuple[str, int]:
+    """The upload's text and its size in bytes: 413 past the cap, 400 when it is not
+    UTF-8 or holds nothing."""
     raw = await form.file.read(MAX_INGEST_BYTES + 1)
     if len(raw) > MAX_INGEST_BYTES:
         raise HTTPException(status_code=413,
@@ -68,48 +64,42 @@ async def ingest(
                             detail="Only UTF-8 text documents can be ingested") from None
     if not text.strip():
         raise HTTPException(status_code=400, detail="The document is empty")
-    name = form.filename or form.file.filename or "document.txt"
-    digest = content_hash(text)
-    jobs = ctx.jobs
+    return text, len(raw)
+
+
+@router.post("/ingest", response_model=IngestResponse | DuplicateResponse)
+async def ingest(jobs: Jobs, user: User, form: Upload) -> IngestResponse | JSONResponse:
+    """Queue a text document; the same content twice is a duplicate unless ``force``."""
+    text, size = await _text_of(form)
+    upload = UploadedDocument(
+        text=text, filename=form.filename or form.file.filename or "document.txt",
+        ontology=form.ontology, client_id=user.client_id, size=size,
+        digest=content_hash(text))
     if not form.force:
-        stored = await run_in_threadpool(repository.document_in_ontology, ctx.store,
-                                         text, ontology)
-        previous = await run_in_threadpool(jobs.existing_job, digest, ontology)
-        active = previous is not None and previous["status"] in ("pending", "running")
-        if stored is not None or active:
-            where = (f"in ontology '{ontology}'" if stored is not None
-                     else f"by a running job for ontology '{ontology}'")
-            dup = DuplicateResponse(
-                existing_job_id=previous["id"] if previous else None,
-                status=previous["status"] if previous else "completed",
-                message=f"Document already ingested {where}; use force to re-ingest",
-                content_hash=digest)
-            return JSONResponse(dup.model_dump())
-    if not jobs.accepting:
-        raise HTTPException(status_code=503, detail="The server is shutting down; retry "
-                                                    "the upload later")
+        duplicate = await run_in_threadpool(jobs.duplicate_of, upload)
+        if duplicate is not None:
+            return JSONResponse(DuplicateResponse(
+                existing_job_id=duplicate.existing_job_id, status=duplicate.status,
+                message=f"Document already ingested {duplicate.where}; use force to "
+                        "re-ingest", content_hash=upload.digest).model_dump())
     try:
-        jobs.admit(user.client_id, len(raw))
+        job_id = await jobs.submit(upload)
+    except ShuttingDown as exc:
+        raise HTTPException(status_code=503, detail=str(exc)) from None
     except QueueFull as exc:
-        log.info("%s: ingest of %s refused: %s", user.client_id, shown(name), exc)
+        log.info("%s: ingest of %s refused: %s", user.client_id, shown(upload.filename), exc)
         raise HTTPException(status_code=429, detail=str(exc),
                             headers={"Retry-After": str(RETRY_AFTER)}) from None
-    try:
-        job_id = await run_in_threadpool(jobs.insert, digest, name, ontology, user.client_id)
-        jobs.start(QueuedJob(job_id, text, name, ontology, user.client_id, len(raw)))
-    except BaseException:
-        jobs.release(user.client_id, len(raw))
-        raise
     log.info("%s queued %s for ontology %s as %s (auto_approve=%s)", user.client_id,
-             shown(name), shown(ontology), job_id, form.auto_approve)
-    return IngestResponse(job_id=job_id, status="pending", content_hash=digest,
+             shown(upload.filename), shown(upload.ontology), job_id, form.auto_approve)
+    return IngestResponse(job_id=job_id, status="pending", content_hash=upload.digest,
                           message="Job queued; the embedded server approves jobs "
                                   "automatically")
 
 
 @router.get("/jobs/{job_id}", response_model=JobResponse)
-def get_job(job_id: str, ctx: Ctx, _user: User) -> JobResponse:
-    job = ctx.jobs.get(job_id)
+def get_job(job_id: str, jobs: Jobs, _user: User) -> JobResponse:
+    job = jobs.get(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"Job not found: {job_id}")
     return JobResponse(**job)

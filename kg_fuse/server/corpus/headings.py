@@ -13,6 +13,7 @@ whole document is: it is the document's own description, not a section called NA
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -58,11 +59,10 @@ def front_matter_end(text: str) -> int:
 
 
 def find_headings(text: str, suffix: str) -> list[Heading]:
-    """Every heading of ``text``, in order; fenced code is never a heading."""
+    """Every heading of ``text``, in order; fenced code is never a heading. A text with
+    none, not Markdown, gets its capitals headings (a manual page's, an RFC's)."""
     lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
+    offsets = list(itertools.accumulate((len(line) for line in lines), initial=0))
     skip = front_matter_end(text)
     found: list[Heading] = []
     in_fence = False
@@ -72,18 +72,33 @@ def find_headings(text: str, suffix: str) -> list[Heading]:
         stripped = line.rstrip("\r\n").removeprefix("\ufeff" if i == 0 else "")
         if _FENCE.match(stripped):
             in_fence = not in_fence
-        elif in_fence or len(stripped) > MAX_HEADING_LINE_CHARS:
-            continue
-        elif match := _ATX.match(stripped):
-            found.append(Heading(len(match.group(1)), match.group(2).strip(), offsets[i],
-                                 offsets[i + 1]))
-        elif (i + 1 < len(lines) and stripped.strip() and not stripped[0].isspace()
-              and (under := _SETEXT.match(lines[i + 1].rstrip("\r\n")))
-              and len(under.group(1)) >= 3):
-            level = 1 if under.group(1)[0] == "=" else 2
-            found.append(Heading(level, stripped.strip(), offsets[i], offsets[i + 2]))
+        elif not in_fence and len(stripped) <= MAX_HEADING_LINE_CHARS:
+            heading = _heading_at(lines, offsets, i, stripped)
+            if heading is not None:
+                found.append(heading)
     if found or suffix.lower() in MARKDOWN_SUFFIXES:
         return found
+    return _capitals_headings(lines, offsets)
+
+
+def _heading_at(lines: list[str], offsets: list[int], i: int, stripped: str
+                ) -> Heading | None:
+    """The heading line ``i`` starts (``stripped``: the line without its line end): an
+    ATX heading, or the title line of a setext heading (underlined by the next line)."""
+    if match := _ATX.match(stripped):
+        return Heading(len(match.group(1)), match.group(2).strip(), offsets[i],
+                       offsets[i + 1])
+    if (i + 1 < len(lines) and stripped.strip() and not stripped[0].isspace()
+            and (under := _SETEXT.match(lines[i + 1].rstrip("\r\n")))
+            and len(under.group(1)) >= 3):
+        level = 1 if under.group(1)[0] == "=" else 2
+        return Heading(level, stripped.strip(), offsets[i], offsets[i + 2])
+    return None
+
+
+def _capitals_headings(lines: list[str], offsets: list[int]) -> list[Heading]:
+    """Lines in capitals that are no running head: plain text's headings (generic: every
+    manual page has its OPTIONS)."""
     return [Heading(1, line.strip(), offsets[i], offsets[i + 1], generic=True)
             for i, line in enumerate(lines)
             if _CAPITALS.match(line.rstrip("\r\n")) and not _RUNNING_HEAD.match(line)]

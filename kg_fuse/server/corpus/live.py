@@ -80,32 +80,7 @@ def read_modules(modules: list[str], module_deadline: float = MODULE_DEADLINE,
     results: dict[str, dict] = {}
     give_up = time.monotonic() + total_deadline
     while pending and time.monotonic() < give_up:
-        proc = _spawn(pending)
-        current: str | None = None
-        buffer = b""
-        try:
-            while True:
-                wait = min(module_deadline, give_up - time.monotonic())
-                ready, _, _ = select.select([proc.stdout], [], [], max(wait, 0))
-                if not ready:
-                    log.warning("stdlib corpus: importing %s took over %.0f s; skipped",
-                                current, module_deadline)
-                    break
-                chunk = os.read(proc.stdout.fileno(), 1 << 20)  # type: ignore[union-attr]
-                if not chunk:
-                    break
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    message = json.loads(line)
-                    if "begin" in message:
-                        current = message["begin"]
-                    else:
-                        results[message["module"]] = message
-                        current = None
-        finally:
-            proc.kill()
-            proc.wait()
+        current = _run_worker(pending, results, module_deadline, give_up)
         done = set(results) | ({current} if current else set())
         if current is None and not set(pending) - done:
             break
@@ -114,6 +89,49 @@ def read_modules(modules: list[str], module_deadline: float = MODULE_DEADLINE,
             log.warning("stdlib corpus: the introspection worker died; modules left: %d",
                         len(pending))
             break
+    return _imported(results)
+
+
+def _run_worker(modules: list[str], results: dict[str, dict], module_deadline: float,
+                give_up: float) -> str | None:
+    """One worker over ``modules``, each description it writes kept in ``results``;
+    returns the module it was importing when it stopped (it hung past
+    ``module_deadline``, or died), None when it finished one."""
+    proc = _spawn(modules)
+    current: str | None = None
+    buffer = b""
+    try:
+        while True:
+            wait = min(module_deadline, give_up - time.monotonic())
+            ready, _, _ = select.select([proc.stdout], [], [], max(wait, 0))
+            if not ready:
+                log.warning("stdlib corpus: importing %s took over %.0f s; skipped",
+                            current, module_deadline)
+                break
+            chunk = os.read(proc.stdout.fileno(), 1 << 20)  # type: ignore[union-attr]
+            if not chunk:
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                current = _kept(json.loads(line), results)
+    finally:
+        proc.kill()
+        proc.wait()
+    return current
+
+
+def _kept(message: dict, results: dict[str, dict]) -> str | None:
+    """A worker's line: the module it begins importing (returned), or a module's
+    description (kept in ``results``)."""
+    if "begin" in message:
+        return str(message["begin"])
+    results[message["module"]] = message
+    return None
+
+
+def _imported(results: dict[str, dict]) -> dict[str, dict]:
+    """The descriptions of the modules that could be imported (the others logged)."""
     failed = [m for m, r in results.items() if "error" in r]
     if failed:
         log.info("stdlib corpus: %d modules could not be imported (%s)", len(failed),
@@ -230,7 +248,21 @@ def live_documents(described: dict[str, dict], taken_labels: set[str],
     for module, info in sorted(described.items()):
         if module not in covered_modules and info.get("doc"):
             builder.add(module, module, "", "", info["doc"], [])
-    # Each definition goes to its best exporter.
+    classes = _place(builder, _best_exporters(described), taken_labels)
+    # A class's own name before its aliases (``socket.socket`` before ``SocketType``),
+    # so members inherited from a private C base are listed under the name users know.
+    classes.sort(key=lambda c: c[2]["name"] != c[2]["key"].rsplit(".", 1)[-1])
+    for module, label, obj in classes:
+        cls_rel = [("METHOD_OF", f"stdlib:{label}")]
+        for member in obj["members"]:
+            builder.add(module, f"{label}.{member['name']}", member["key"],
+                        member["signature"], member["doc"], cls_rel)
+    return builder.documents()
+
+
+def _best_exporters(described: dict[str, dict]) -> list[tuple[str, dict]]:
+    """Each definition with its best exporter (:func:`_rank`; its own name before an
+    alias), as (module, object), by module and name."""
     best: dict[str, tuple[tuple, str, dict]] = {}
     for module, info in described.items():
         for obj in info["objects"]:
@@ -241,24 +273,22 @@ def live_documents(described: dict[str, dict], taken_labels: set[str],
             if obj["key"] not in best or candidate[0] < best[obj["key"]][0]:
                 best[obj["key"]] = candidate
     placed = sorted(best.values(), key=lambda c: (c[1], c[2]["name"]))
+    return [(module, obj) for _, module, obj in placed]
+
+
+def _place(builder: _Builder, placed: list[tuple[str, dict]], taken_labels: set[str]
+           ) -> list[tuple[str, str, dict]]:
+    """Each definition added under its exporter; returns the classes whose members are
+    to be added too: those whose own entry was added, or whose label the ast pass or
+    nobody holds (``struct.Struct``: a class with no prose), not one another object's."""
     classes: list[tuple[str, str, dict]] = []
-    for _, module, obj in placed:
+    for module, obj in placed:
         label = _label(module, obj["name"])
         module_rel = ([("DEFINED_IN", f"stdlib:{module}")]
                       if module in builder.taken_labels else [])
         added = builder.add(module, label, obj["key"], obj["signature"], obj["doc"],
                             module_rel)
-        # Members too when the class itself has no prose (``struct.Struct``), unless the
-        # label belongs to another object.
         if obj["kind"] == "class" and (added or label in taken_labels
                                        or label not in builder.taken_labels):
             classes.append((module, label, obj))
-    # A class's own name before its aliases (``socket.socket`` before ``SocketType``),
-    # so members inherited from a private C base are listed under the name users know.
-    classes.sort(key=lambda c: c[2]["name"] != c[2]["key"].rsplit(".", 1)[-1])
-    for module, label, obj in classes:
-        cls_rel = [("METHOD_OF", f"stdlib:{label}")]
-        for member in obj["members"]:
-            builder.add(module, f"{label}.{member['name']}", member["key"],
-                        member["signature"], member["doc"], cls_rel)
-    return builder.documents()
+    return classes

@@ -227,18 +227,38 @@ def build_stdlib_corpus(modules: Iterable[str] | None = None, root: Path | None 
     from kg_fuse.server.corpus import live as live_corpus
 
     root = root or stdlib_dir()
-    available = discover_modules(root)
-    if modules is not None:
-        wanted = list(dict.fromkeys(modules))
-        missing = [m for m in wanted if m not in available
-                   and m.split(".")[0] not in sys.stdlib_module_names]
-        if missing:
-            raise ValueError(f"not standard-library modules: {', '.join(missing)}")
-        selected = {m: available[m] for m in wanted if m in available}
-        to_describe = [m for m in wanted if not live_corpus.denied(m)]
-    else:
-        selected = available
-        to_describe = live_corpus.public_modules(available)
+    selected, to_describe = _selected(modules, discover_modules(root))
+    docs = _parsed(selected, root)
+    parsed = len(docs)
+    if live and to_describe:
+        described = live_corpus.read_modules(to_describe)
+        labels = {c.label for d in docs for c in d.concepts}
+        docs += live_corpus.live_documents(described, labels, {d.name for d in docs})
+    log.info("stdlib corpus: %d modules parsed, %d read live, %d concepts", parsed,
+             len(docs) - parsed, sum(len(d.concepts) for d in docs))
+    return docs
+
+
+def _selected(modules: Iterable[str] | None, available: dict[str, Path]
+              ) -> tuple[dict[str, Path], list[str]]:
+    """The source modules to parse (name -> file) and the modules to read live: every
+    public one, or the named ones (ValueError naming any that are not the standard
+    library's)."""
+    from kg_fuse.server.corpus import live as live_corpus
+
+    if modules is None:
+        return available, live_corpus.public_modules(available)
+    wanted = list(dict.fromkeys(modules))
+    missing = [m for m in wanted if m not in available
+               and m.split(".")[0] not in sys.stdlib_module_names]
+    if missing:
+        raise ValueError(f"not standard-library modules: {', '.join(missing)}")
+    return ({m: available[m] for m in wanted if m in available},
+            [m for m in wanted if not live_corpus.denied(m)])
+
+
+def _parsed(selected: dict[str, Path], root: Path) -> list[DocumentSpec]:
+    """Each source module parsed into a document, the same content only once."""
     docs: list[DocumentSpec] = []
     seen_hashes: set[str] = set()
     for module, path in selected.items():
@@ -247,13 +267,6 @@ def build_stdlib_corpus(modules: Iterable[str] | None = None, root: Path | None 
             continue
         seen_hashes.add(doc.id)
         docs.append(doc)
-    parsed = len(docs)
-    if live and to_describe:
-        described = live_corpus.read_modules(to_describe)
-        labels = {c.label for d in docs for c in d.concepts}
-        docs += live_corpus.live_documents(described, labels, {d.name for d in docs})
-    log.info("stdlib corpus: %d modules parsed, %d read live, %d concepts", parsed,
-             len(docs) - parsed, sum(len(d.concepts) for d in docs))
     return docs
 
 

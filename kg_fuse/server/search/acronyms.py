@@ -106,25 +106,41 @@ def definitions(text: str) -> list[tuple[str, str]]:
         first_inner = re.split(r"[\s,;]", inner, maxsplit=1)[0]
         if looks_like_acronym(first_inner) and (first_inner == inner or "," in inner
                                                 or ";" in inner):
-            words = _WORD.findall(_clause_before(text, m.start()))
-            limit = _window(first_inner)
-            long = match_long_form(first_inner, words[-limit:])
-            if long and not looks_like_acronym(" ".join(long)):
-                found.append((first_inner.upper(), " ".join(long)))
-            continue
-        before = _WORD.findall(_clause_before(text, m.start()))[-2:]
-        short = next((w for w in reversed(before) if looks_like_acronym(w)), None)
-        head = re.split(r"[,;:]", inner, maxsplit=1)[0].strip()
-        if short is None or not _PROSE.match(head):
-            continue
-        words = head.split()
-        if len(words) <= _window(short):
-            long = match_long_form(short, words)
-            # the parentheses hold the whole long form: it must start with the letter
-            starts = {part[:1].lower() for part in words[0].split("-")}
-            if long and _letters(short)[0] in starts and short.lower() not in head.lower():
-                found.append((short.upper(), head))
+            pair = _defined_before(text, m.start(), first_inner)
+        else:
+            pair = _defined_inside(text, m.start(), inner)
+        if pair is not None:
+            found.append(pair)
     return found
+
+
+def _defined_before(text: str, start: int, short: str) -> tuple[str, str] | None:
+    """"cyclic redundancy check (CRC)": the acronym in the parentheses at ``start``, its
+    long form the words before them."""
+    words = _WORD.findall(_clause_before(text, start))
+    long = match_long_form(short, words[-_window(short):])
+    if long and not looks_like_acronym(" ".join(long)):
+        return short.upper(), " ".join(long)
+    return None
+
+
+def _defined_inside(text: str, start: int, inner: str) -> tuple[str, str] | None:
+    """"CRC (cyclic redundancy check)": the acronym just before the parentheses at
+    ``start``, its long form what they hold (``inner``), which must start with the
+    acronym's first letter."""
+    before = _WORD.findall(_clause_before(text, start))[-2:]
+    short = next((w for w in reversed(before) if looks_like_acronym(w)), None)
+    head = re.split(r"[,;:]", inner, maxsplit=1)[0].strip()
+    if short is None or not _PROSE.match(head):
+        return None
+    words = head.split()
+    if len(words) > _window(short):
+        return None
+    long = match_long_form(short, words)
+    starts = {part[:1].lower() for part in words[0].split("-")}
+    if long and _letters(short)[0] in starts and short.lower() not in head.lower():
+        return short.upper(), head
+    return None
 
 
 def plausible(short: str, long: str) -> bool:

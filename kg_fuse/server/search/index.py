@@ -102,6 +102,18 @@ def load_fused(store: Store, ids: list[str] | None = None) -> dict[str, np.ndarr
     return {cid: fuse(v) for cid, v in views.items()}
 
 
+def _members_changed(members: Mapping[str, frozenset[str]], gone: set[str],
+                     changed: Mapping[str, frozenset[str]] | None,
+                     dropped_ontology: str | None) -> dict[str, frozenset[str]]:
+    """Each concept's ontologies after a change: the ``gone`` ones left out, the
+    ``changed`` ones anew, ``dropped_ontology`` taken from every concept."""
+    new = {c: m for c, m in members.items() if c not in gone}
+    new.update(changed or {})
+    if dropped_ontology is not None:
+        new = {c: m - {dropped_ontology} for c, m in new.items()}
+    return new
+
+
 def _best_of(top_k: int | None, keyword_rows: np.ndarray, floor: float, rest: float,
              ceiling: Callable[[float], float]) -> tuple[int, float] | None:
     """What :meth:`ConceptIndex.search` needs of the vector scan when it ranks only the
@@ -152,21 +164,24 @@ class ConceptIndex:
         """A new index with rows added/replaced and removed (copy-on-write)."""
         added = dict(added or {})
         gone = set(removed) | set(added)
-        drop = [i for i, c in enumerate(self.ids) if c in gone]
         ids = [c for c in self.ids if c not in gone] + sorted(added)
-        scanner = copy.copy(self.scanner)  # its updates rebind arrays: readers keep theirs
+        scanner = self._scanner_changed(gone, added)
+        new_members = _members_changed(self.members, gone, members, dropped_ontology)
+        return ConceptIndex(ids=ids, matrix=scanner.matrix, members=new_members,
+                            ontology_rows=_ontology_rows(ids, new_members),
+                            row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
+
+    def _scanner_changed(self, gone: set[str], added: Mapping[str, np.ndarray]
+                         ) -> QuantisedScan:
+        """A copy of the scanner without the ``gone`` rows, the ``added`` appended in id
+        order (its updates rebind arrays: readers of this index keep theirs)."""
+        drop = [i for i, c in enumerate(self.ids) if c in gone]
+        scanner = copy.copy(self.scanner)
         if drop:
             scanner.delete(drop)
         if added:
             scanner.append(np.vstack([added[c] for c in sorted(added)]))
-        matrix = scanner.matrix
-        new_members = {c: m for c, m in self.members.items() if c not in gone}
-        new_members.update(members or {})
-        if dropped_ontology is not None:
-            new_members = {c: m - {dropped_ontology} for c, m in new_members.items()}
-        return ConceptIndex(ids=ids, matrix=matrix, members=new_members,
-                            ontology_rows=_ontology_rows(ids, new_members),
-                            row_of={c: i for i, c in enumerate(ids)}, scanner=scanner)
+        return scanner
 
     def keyword_rows(self, keyword: Mapping[str, float] | None,
                      factors: Mapping[str, float] | None = None, rest: float = 1.0,
@@ -210,38 +225,63 @@ class ConceptIndex:
             rows = self.ontology_rows.get(ontology)
             if rows is None or rows.size == 0:
                 return []
-        floor = threshold
         kw = keyword if isinstance(keyword, KeywordRows) else self.keyword_rows(keyword)
-        at, values, factors, rest, weight = kw
-        if rows is not None and at.size:
-            inside = np.zeros(len(self.ids), bool)
-            inside[rows] = True
-            keep = inside[at]
-            at, values = at[keep], values[keep]
-            factors = factors[keep] if factors is not None else None
-        if rest > 0:
-            def product(score: float) -> float:
-                return scale.product_at(score, weight)
+        if rows is not None:
+            kw = self._within(kw, rows)
+        positions, scores = self._scanned(vector, threshold, rows, top_k, kw, scale)
+        if kw.rows.size:
+            positions, scores = self._with_keywords(vector, threshold, kw, scale, positions,
+                                                    scores)
+        return self._ranked(positions, scores, threshold, top_k)
 
-            positions, vec = self.scanner.above(vector, product(floor / rest), rows=rows,
-                                                top=_best_of(top_k, at, floor, rest, product))
-            scores = np.clip(scale.scores(vec, weight) * np.float32(rest), 0.0, 1.0)
-        else:  # only rows with evidence can score
-            positions, scores = np.zeros(0, np.int64), np.zeros(0, np.float32)
-        if at.size:
-            exact = scale.scores(exact_scores(self.matrix[at], vector), weight)
-            if factors is not None:
-                exact = exact * factors
-            merged = merge(exact, values).astype(np.float64)
-            # a keyword row's score: its merged score, or its vector score when that is
-            # higher (float32 rounding); below the threshold it is out either way
-            vector_part = np.where(exact >= floor, np.clip(exact, 0.0, 1.0), 0.0)
-            kw_scores = np.where(merged >= threshold, np.maximum(merged, vector_part), -1.0)
-            plain = np.ones(len(self.ids), bool)
-            plain[at] = False
-            plain = plain[positions]
-            positions = np.concatenate([positions[plain], at])
-            scores = np.concatenate([scores[plain], kw_scores])
+    def _within(self, kw: KeywordRows, rows: np.ndarray) -> KeywordRows:
+        """The keyword rows among ``rows`` (an ontology's)."""
+        if not kw.rows.size:
+            return kw
+        inside = np.zeros(len(self.ids), bool)
+        inside[rows] = True
+        keep = inside[kw.rows]
+        return kw._replace(rows=kw.rows[keep], values=kw.values[keep],
+                           factors=kw.factors[keep] if kw.factors is not None else None)
+
+    def _scanned(self, vector: np.ndarray, threshold: float, rows: np.ndarray | None,
+                 top_k: int | None, kw: KeywordRows, scale: ScoreScale
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows the vector scan finds at ``threshold`` and their scores, every other
+        row's factor (``rest``) applied; none when only rows with evidence can score."""
+        if kw.rest <= 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+
+        def product(score: float) -> float:
+            return scale.product_at(score, kw.weight)
+
+        positions, vec = self.scanner.above(
+            vector, product(threshold / kw.rest), rows=rows,
+            top=_best_of(top_k, kw.rows, threshold, kw.rest, product))
+        return positions, np.clip(scale.scores(vec, kw.weight) * np.float32(kw.rest), 0.0, 1.0)
+
+    def _with_keywords(self, vector: np.ndarray, threshold: float, kw: KeywordRows,
+                       scale: ScoreScale, positions: np.ndarray, scores: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows with a keyword score scored exactly and merged, in place of their
+        scanned scores."""
+        exact = scale.scores(exact_scores(self.matrix[kw.rows], vector), kw.weight)
+        if kw.factors is not None:
+            exact = exact * kw.factors
+        merged = merge(exact, kw.values).astype(np.float64)
+        # a keyword row's score: its merged score, or its vector score when that is
+        # higher (float32 rounding); below the threshold it is out either way
+        vector_part = np.where(exact >= threshold, np.clip(exact, 0.0, 1.0), 0.0)
+        kw_scores = np.where(merged >= threshold, np.maximum(merged, vector_part), -1.0)
+        plain = np.ones(len(self.ids), bool)
+        plain[kw.rows] = False
+        plain = plain[positions]
+        return (np.concatenate([positions[plain], kw.rows]),
+                np.concatenate([scores[plain], kw_scores]))
+
+    def _ranked(self, positions: np.ndarray, scores: np.ndarray, threshold: float,
+                top_k: int | None) -> list[tuple[str, float]]:
+        """The rows at or above ``threshold``, best first, ties by id; the best ``top_k``."""
         keep = scores >= threshold
         positions, scores = positions[keep], scores[keep]
         if top_k is not None and top_k < len(scores):

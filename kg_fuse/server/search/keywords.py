@@ -38,16 +38,16 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sqlite3
 from collections.abc import Iterable
 from typing import NamedTuple
 
 from cachetools import LRUCache
 
 from kg_fuse.server.search import lexicon, tuning
-from kg_fuse.server.search.understand import QueryReading, Vocabulary
+from kg_fuse.server.search.understand import Bridge, QueryReading, Vocabulary, WordReading
 from kg_fuse.server.storage import search_rows
-from kg_fuse.server.storage.store import read_setting, write_setting
+from kg_fuse.server.storage.search_rows import KeywordIndex
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -87,20 +87,21 @@ def idf(total: int, doc_count: int) -> float:
 STEMS_KEY = "vocabulary_stems"
 
 
-def load_vocabulary(conn: sqlite3.Connection) -> Vocabulary:
+def load_vocabulary(store: Store) -> Vocabulary:
     """Every term of the keyword index, by stem too (for word forms), and the words of
     concepts' names."""
-    terms = search_rows.index_terms(conn)
-    _remember_stems(conn, terms)
-    return Vocabulary.of(terms, load_names(conn))
+    with search_rows.keyword_index(store) as index:
+        terms = index.terms()
+        _remember_stems(index, terms)
+        return Vocabulary.of(terms, index.name_terms())
 
 
-def _remember_stems(conn: sqlite3.Connection, terms: list[str]) -> None:
+def _remember_stems(index: KeywordIndex, terms: list[str]) -> None:
     """Stems kept from the last start: stemming the standard library's 9,929 terms in
     Python took 0.75 s of every start (a quarter of it, on a loaded machine). Kept with
     the stemmer's name and version, so another stemmer's are never used; written again
     whenever the terms have changed."""
-    raw = read_setting(conn, STEMS_KEY)
+    raw = index.setting(STEMS_KEY)
     kept: dict[str, str] = {}
     try:
         saved = json.loads(raw) if raw is not None else {}
@@ -114,18 +115,19 @@ def _remember_stems(conn: sqlite3.Connection, terms: list[str]) -> None:
     if all(term in kept for term in terms):
         return
     stems = {term: lexicon.stem(term) for term in terms}
-    try:
-        write_setting(conn, STEMS_KEY, json.dumps({"stemmer": lexicon.STEMMER, "stems": stems}))
-    except sqlite3.Error as exc:  # a read-only store: stem again next time
-        log.info("could not keep the vocabulary's stems: %s", exc)
+    refused = index.keep_setting(
+        STEMS_KEY, json.dumps({"stemmer": lexicon.STEMMER, "stems": stems}))
+    if refused is not None:  # a read-only store: stem again next time
+        log.info("could not keep the vocabulary's stems: %s", refused)
 
 
-def load_names(conn: sqlite3.Connection) -> frozenset[str]:
-    """The terms of the index's name column (a per-connection vocabulary table)."""
-    return search_rows.name_terms(conn)
+def load_names(store: Store) -> frozenset[str]:
+    """The terms of the index's name column."""
+    with search_rows.keyword_index(store) as index:
+        return index.name_terms()
 
 
-def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
+def _doc_counts(index: KeywordIndex, terms: Iterable[str],
                 cache: TermCache | None = None) -> dict[str, int]:
     """Term -> number of concepts containing it (absent terms left out).
 
@@ -135,7 +137,7 @@ def _doc_counts(conn: sqlite3.Connection, terms: Iterable[str],
     for term in terms:  # one indexed lookup each: fts5vocab scans for IN (...)
         n = cache.counts.get(term) if cache is not None else None
         if n is None:
-            n = search_rows.term_documents(conn, term)
+            n = index.documents(term)
             if cache is not None:
                 cache.counts[term] = n
         if n:
@@ -161,90 +163,132 @@ class KeywordMatch(NamedTuple):
     bridged: dict[str, dict[int, float]]
 
 
-def _plan(conn: sqlite3.Connection, reading: QueryReading, total: int,
-          cache: TermCache | None = None) -> tuple[list[WordPlan], float]:
-    """Each word's terms with their weights, and the denominator.
+#: Readings of a word the corpus uses itself (in any form, or as a number).
+OWN_WORDS = ("corpus", "form", "number")
 
-    A word the corpus uses weighs its IDF (its most frequent form's, for a form); one it
-    does not use weighs the highest IDF in the denominator and its bridges or typo
-    correction add at most their factor of their own IDF. Very common terms count in
-    neither sum. Numbers and punctuation alone name no topic (they are one of the noise
-    shapes): a query without a word of letters gets no keyword score.
+
+def _plan(index: KeywordIndex, reading: QueryReading, total: int,
+          cache: TermCache | None = None) -> tuple[list[WordPlan], float]:
+    """Each word's terms with their weights, and the denominator (:func:`_word_plan`).
+
+    Numbers and punctuation alone name no topic (they are one of the noise shapes): a
+    query without a word of letters gets no keyword score.
     """
-    unknown_idf = idf(total, 0)
     terms = {b.term for w in reading.words for b in w.alternatives}
-    counts = _doc_counts(conn, sorted(terms), cache)
+    counts = _doc_counts(index, sorted(terms), cache)
     plans: list[WordPlan] = []
     denominator = 0.0
     for position, word in enumerate(reading.words):
         present = [(b, counts[b.term]) for b in word.alternatives if b.term in counts]
-        if word.kind in ("corpus", "form", "number"):
-            if not present or max(n for _, n in present) > COMMON_FRACTION * total:
-                continue
-            weight = idf(total, max(n for _, n in present))
-            denominator += weight
-            plans.append(WordPlan(position, [(b.term, weight * b.factor, b.factor)
-                                             for b, _ in present], False))
-            continue
-        if word.kind == "name" and present:  # a name token weighs as the name's word
-            weight = idf(total, max(n for _, n in present))
-            denominator += weight
-            plans.append(WordPlan(position, [(b.term, weight, b.factor) for b, _ in present],
-                                  True, in_name=True))
-            continue
-        denominator += unknown_idf
-        # a common bridge adds no score, but it still shows where the word's meaning is
-        kept = [(b.term, b.factor * idf(total, n) if n <= COMMON_FRACTION * total else 0.0,
-                 b.factor) for b, n in present]
-        if kept:
-            plans.append(WordPlan(position, kept, word.kind == "meaning"))
+        weight, plan = _word_plan(position, word, present, total)
+        denominator += weight
+        if plan is not None:
+            plans.append(plan)
     return plans, denominator
 
 
-def keyword_scores(conn: sqlite3.Connection, reading: QueryReading, total: int,
+def _word_plan(position: int, word: WordReading, present: list[tuple[Bridge, int]],
+               total: int) -> tuple[float, WordPlan | None]:
+    """One word's weight in the denominator and its lookups, by how it was read.
+
+    A word the corpus uses weighs its IDF (its most frequent form's, for a form); one it
+    does not use weighs the highest IDF in the denominator and its bridges or typo
+    correction add at most their factor of their own IDF. Very common terms count in
+    neither sum.
+    """
+    if word.kind in OWN_WORDS:
+        return _own_word(position, present, total)
+    if word.kind == "name" and present:
+        return _name_word(position, present, total)
+    return _word_read_through(position, word, present, total)
+
+
+def _own_word(position: int, present: list[tuple[Bridge, int]], total: int
+              ) -> tuple[float, WordPlan | None]:
+    """A word of the corpus (or a form, a number): its most frequent form's IDF, unless
+    it is very common (then it counts nowhere)."""
+    if not present or max(n for _, n in present) > COMMON_FRACTION * total:
+        return 0.0, None
+    weight = idf(total, max(n for _, n in present))
+    return weight, WordPlan(position, [(b.term, weight * b.factor, b.factor)
+                                       for b, _ in present], False)
+
+
+def _name_word(position: int, present: list[tuple[Bridge, int]], total: int
+               ) -> tuple[float, WordPlan]:
+    """A name token weighs as the name's word, looked up in names only."""
+    weight = idf(total, max(n for _, n in present))
+    return weight, WordPlan(position, [(b.term, weight, b.factor) for b, _ in present],
+                            True, in_name=True)
+
+
+def _word_read_through(position: int, word: WordReading,
+                       present: list[tuple[Bridge, int]], total: int
+                       ) -> tuple[float, WordPlan | None]:
+    """A word the corpus does not use: the highest IDF in the denominator, its bridges
+    (a typo's fix, its meanings) each at most its factor of its own IDF. A common bridge
+    adds no score, but it still shows where the word's meaning is."""
+    kept = [(b.term, b.factor * idf(total, n) if n <= COMMON_FRACTION * total else 0.0,
+             b.factor) for b, n in present]
+    return idf(total, 0), (WordPlan(position, kept, word.kind == "meaning") if kept else None)
+
+
+def keyword_scores(store: Store, reading: QueryReading, total: int,
                    per_term: int = PER_TERM, cache: TermCache | None = None
                    ) -> KeywordMatch:
     """The concepts the query's words match, each word counting by the best of its
     terms, and where its WordNet bridges occur."""
-    match = KeywordMatch({}, {})
     if total <= 0:
-        return match
-    plans, denominator = _plan(conn, reading, total, cache)
-    if not plans or denominator <= 0:
-        return match
-    scores = match.scores
-    # concept -> bridge term -> (factor, word position): the words each term stands for
+        return KeywordMatch({}, {})
+    with search_rows.keyword_index(store) as index:
+        plans, denominator = _plan(index, reading, total, cache)
+        if not plans or denominator <= 0:
+            return KeywordMatch({}, {})
+        scores, found = _word_scores(index, plans, per_term, cache)
+    return KeywordMatch({cid: min(1.0, value / denominator) for cid, value in scores.items()},
+                        _bridged(found))
+
+
+def _word_scores(index: KeywordIndex, plans: list[WordPlan], per_term: int,
+                 cache: TermCache | None
+                 ) -> tuple[dict[str, float], dict[str, dict[str, tuple[float, int]]]]:
+    """Each concept's sum over the words of the best of each word's terms there, and the
+    bridge terms found at it: concept -> bridge term -> (factor, word position)."""
+    scores: dict[str, float] = {}
     found: dict[str, dict[str, tuple[float, int]]] = {}
     for plan in plans:
         best: dict[str, float] = {}
         for term, weight, factor in plan.terms:
-            for cid, share in _term_rows(conn, term, per_term, cache, plan.in_name):
+            for cid, share in _term_rows(index, term, per_term, cache, plan.in_name):
                 best[cid] = max(best.get(cid, 0.0), weight * share)
                 if plan.bridged:
                     terms = found.setdefault(cid, {})
                     terms[term] = max(terms.get(term, (0.0, -1)), (factor, plan.position))
         for cid, value in best.items():
             scores[cid] = scores.get(cid, 0.0) + value
-    for cid, value in scores.items():
-        scores[cid] = min(1.0, value / denominator)
-    # one word of the concept's text is evidence for one query word only: "whispers"
-    # and "thunder" both reaching a text through "sound" is one piece of evidence
+    return scores, found
+
+
+def _bridged(found: dict[str, dict[str, tuple[float, int]]]) -> dict[str, dict[int, float]]:
+    """Concept -> {word position: its best bridge factor there}. One word of the
+    concept's text is evidence for one query word only: "whispers" and "thunder" both
+    reaching a text through "sound" is one piece of evidence."""
+    bridged: dict[str, dict[int, float]] = {}
     for cid, terms in found.items():
-        seen = match.bridged.setdefault(cid, {})
+        seen = bridged.setdefault(cid, {})
         for factor, position in terms.values():
             seen[position] = max(seen.get(position, 0.0), factor)
-    return match
+    return bridged
 
 
-def _term_rows(conn: sqlite3.Connection, term: str, per_term: int,
+def _term_rows(index: KeywordIndex, term: str, per_term: int,
                cache: TermCache | None, in_name: bool = False) -> list[tuple[str, float]]:
     """A term's top concepts (``in_name``: those whose name holds it) with bm25 divided
     by the batch best (in (0, 1])."""
     key = (term, per_term, in_name)
     if cache is not None and (hit := cache.rows.get(key)) is not None:
         return hit
-    rows = search_rows.term_matches(conn, ("name : " if in_name else "") + quote(term),
-                                    per_term, _BM25_ARGS)
+    rows = index.matches(("name : " if in_name else "") + quote(term), per_term, _BM25_ARGS)
     best = max((r[1] for r in rows), default=0.0)
     shares = [(cid, max(0.0, s) / best) for cid, s in rows] if best > 0 else []
     if cache is not None:

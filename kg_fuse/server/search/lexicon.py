@@ -27,7 +27,8 @@ lookups found the same meanings but 18 of 6,805 (its morphy differs).
 
 Without the database files the lexicon is empty (:attr:`WordNet.available` is false):
 searches then work on word forms alone, the server says so (its log, ``kg-fuse server
-status``) and the calibration holds the default at a safe floor (:mod:`.calibrate`).
+status``) and the calibration holds the default at a safe floor
+(:mod:`kg_fuse.server.threshold.calibrate`).
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@ and what is done with them (read a query, score it, search, the near-miss hint).
 
 Methods are blocking; routes call them through worker threads. The index and the
 vocabulary are swapped in as new references when content changes (the knowledge graph
-decides when: :class:`kg_fuse.server.graph.knowledge_graph.KnowledgeGraph`), so a search that took
+decides when: :class:`kg_fuse.server.knowledge.graph.KnowledgeGraph`), so a search that took
 them once never sees them half-updated, and every cache keyed by them empties itself.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -27,7 +28,7 @@ from kg_fuse.server.search.index import (
     memberships,
 )
 from kg_fuse.server.search.lexicon import wordnet
-from kg_fuse.server.search.scale import IDENTITY, SCALE_KEY, ScoreScale
+from kg_fuse.server.search.scale import IDENTITY
 from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
 from kg_fuse.server.storage.store import Store
 
@@ -69,6 +70,11 @@ class SearchOutcome:
     #: the closest concepts below the threshold when the page came back short (ours)
     closest: list[tuple[str, float]] = field(default_factory=list)
 
+    @property
+    def closest_threshold(self) -> float | None:
+        """A threshold that lists the best of :attr:`closest` (:func:`just_below`)."""
+        return just_below(self.closest[0][1]) if self.closest else None
+
 
 class Searcher:
     """Index, vocabulary and lexicon, with reading, scoring and searching over them."""
@@ -77,7 +83,8 @@ class Searcher:
         self.store = store  # keyword lookups (FTS5) and the index's stored vectors
         self.embedder = embedder
         self.index = ConceptIndex()
-        #: the model's cosines on the reference scale (:mod:`.scale`); set at start-up
+        #: the model's cosines on the reference scale (:mod:`.scale`): the store's, set
+        #: by whoever loads the index (:mod:`kg_fuse.server.threshold.score_scale`)
         self.scale = IDENTITY
         self.vocabulary = Vocabulary()
         self.lexicon = wordnet()
@@ -124,7 +131,7 @@ class Searcher:
 
     def keyword_scores(self, reading: QueryReading, index: ConceptIndex
                        ) -> keywords.KeywordMatch:
-        """The query's keyword scores (FTS5), under the store lock.
+        """The query's keyword scores (FTS5), looked up under the store's lock.
 
         Term lookups are cached per index generation: every change of the indexed text
         also swaps the index, which drops the cache.
@@ -133,8 +140,7 @@ class Searcher:
         if owner is not index:
             cache = keywords.TermCache()
             self._term_cache = (index, cache)
-        with self.store.locked() as conn:
-            return keywords.keyword_scores(conn, reading, len(index), cache=cache)
+        return keywords.keyword_scores(self.store, reading, len(index), cache=cache)
 
     def prepared(self, query: str) -> PreparedQuery:
         """The query's vector (familiarity applied) and keyword rows, cached per index
@@ -204,9 +210,7 @@ class Searcher:
     def reload(self) -> None:
         """The index and vocabulary read afresh from the store."""
         self.index = ConceptIndex.load(self.store)
-        self.scale = ScoreScale.from_json(self.store.get_setting(SCALE_KEY)) or IDENTITY
-        with self.store.locked() as conn:
-            self.vocabulary = keywords.load_vocabulary(conn)
+        self.vocabulary = keywords.load_vocabulary(self.store)
 
     def add(self, concept_ids: list[str], touched: Iterable[str] = (),
             texts: Iterable[str] = ()) -> None:
@@ -220,8 +224,7 @@ class Searcher:
                 added=load_fused(self.store, concept_ids),
                 members=memberships(self.store, list(concept_ids) + regrouped))
         if concept_ids:
-            with self.store.locked() as conn:
-                names = keywords.load_names(conn)
+            names = keywords.load_names(self.store)
             self.vocabulary = self.vocabulary.with_words(text_words(texts)).with_names(names)
 
     def remove(self, gone: set[str], regrouped: Iterable[str] = (),
@@ -245,3 +248,10 @@ def _near_miss(hits: list[tuple[str, float]], threshold: float) -> NearMiss | No
     return NearMiss(count=len(below), suggested=round(min(s for _, s in below)
                                                       - NEAR_MISS_STEP, 2),
                     top_id=below[0][0], top_score=below[0][1])
+
+
+def just_below(score: float) -> float:
+    """A threshold (two decimals) that lists a concept of this score: its score rounded
+    down, so writing it to ``.meta/threshold`` shows the best near miss and those close
+    to it, not everything down to the noise floor."""
+    return max(0.0, math.floor(score * 100 + 1e-9) / 100)

@@ -12,7 +12,7 @@ ENTRY=V1,V2`` prints them for any entry, each value against the shipped one.
 
 Every number here that is a score (the keyword lift, the familiarity discount, the
 presets' steps, the noise margin, the near-miss floor, and the mount's cut gap in
-:mod:`kg_fuse.fs.queries.cut`) holds for any sentence model, because no model's raw
+:mod:`kg_fuse.listing.cut`) holds for any sentence model, because no model's raw
 cosines reach them: the search maps each model's cosines onto all-MiniLM-L6-v2's scale
 first (:mod:`.scale`, ``SCORE_SCALE_REFERENCE``), by a line measured for the model, and
 the default is calibrated on the mapped scores. The figures below were measured with
@@ -26,10 +26,10 @@ relevance against noise: the query's word count and word length
 the scan's block size and rounding margin (:mod:`.scan`), the acronym reader's text
 windows (120 and 200 characters), request size caps (:mod:`kg_fuse.limits`). Nor the shapes of the
 calibration's noise (how many letters a random token has: they define each shape,
-described in docs/server.md, and live with their generators in :mod:`.calibrate`), nor
-the halving in the presets' rule ("halfway towards ..."), which is the rule's form. The
-ingest's own numbers (three SIMILAR_TO neighbours, the 0.92 near-duplicate warning)
-are not the search's.
+described in docs/server.md, and live with their generators in
+:mod:`kg_fuse.server.threshold.noise`), nor the halving in the presets' rule ("halfway
+towards ..."), which is the rule's form. The ingest's own numbers (three SIMILAR_TO
+neighbours, the 0.92 near-duplicate warning) are not the search's.
 """
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ BM25_WEIGHTS = Tuned(
 
 SCORE_SCALE_REFERENCE = Tuned(
     (0.0293, 0.5559), "all-MiniLM-L6-v2's mean cosine of unrelated and of related "
-    "query/passage pairs (search/scale.py): every model's cosines are mapped onto this "
+    "query/passage pairs (threshold/score_scale.py): every model's cosines are mapped onto this "
     "scale, so every other score in this table holds for any model",
-    "not tuned: measured (the pairs of search/scale.py embedded by all-MiniLM-L6-v2 "
+    "not tuned: measured (the pairs of threshold/score_scale.py embedded by all-MiniLM-L6-v2 "
     "0.1.0 on ONNX Runtime: 0.029327 and 0.555873), and rounded so that model maps to "
     "itself exactly")
 SCORE_SCALE_LEAST_SPREAD = Tuned(

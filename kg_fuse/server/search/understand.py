@@ -32,11 +32,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kg_fuse.server.search import tuning
-from kg_fuse.server.search.lexicon import POS_FILES, WordNet, stem, wordnet
+from kg_fuse.server.search.lexicon import POS_FILES, Synset, WordNet, stem, wordnet
 
 #: Tuned numbers are read from :mod:`.tuning` (what each is for, what chose it); the
 #: limits below them bound cost.
@@ -133,13 +133,9 @@ def _judged(token: str) -> bool:
     return len(token) >= 2 and any(c.isalpha() for c in token) and token not in STOPWORDS
 
 
-def repeated_words(query: str) -> list[str]:
+def _repeated(words: list[str]) -> list[str]:
     """The query's judged words when every one of them comes twice or more (``blah blah
     blah``, ``test test test``), else none."""
-    return _repeated(_words(query))
-
-
-def _repeated(words: list[str]) -> list[str]:
     said = Counter(t for t in words if _judged(t))
     return list(said) if said and min(said.values()) >= 2 else []
 
@@ -256,29 +252,10 @@ class QueryReading:
         judged = [(i, w) for i, w in enumerate(self.words) if w.kind != "number"]
         if not judged or self.repeated:
             return 0.0
-        unfamiliar = []
-        for position, word in judged:
-            if word.kind in ("corpus", "form", "typo"):
-                unfamiliar.append(UNFAMILIARITY[word.kind])
-            elif word.kind in ("meaning", "name") and word.alternatives and (
-                    bridged is None or position in bridged):
-                factor = (max(b.factor for b in word.alternatives) if bridged is None
-                          else bridged[position])
-                unfamiliar.append(1.0 - factor)
-            else:
-                unfamiliar.append(None)
-        support = against = 0.0
-        for (_, word), u in zip(judged, unfamiliar, strict=True):
-            if u is None:
-                against += MISSING_WEIGHT[word.kind]
-            elif word.kind == "meaning":
-                support += 1.0 - u  # the factor of its bridge here
-            else:
-                support += SUPPORT[word.kind]
-        if against > support or support == 0:
+        unfamiliar = [_unfamiliarity(word, position, bridged) for position, word in judged]
+        if _outweighed([word for _, word in judged], unfamiliar):
             return 0.0
-        mean = sum(1.0 if u is None else u for u in unfamiliar) / len(unfamiliar)
-        return 1.0 - UNFAMILIAR_DISCOUNT * mean
+        return 1.0 - UNFAMILIAR_DISCOUNT * _mean(unfamiliar)
 
     def unknown_words(self) -> list[str]:
         """Words with no bridge into the corpus (what to rephrase)."""
@@ -303,57 +280,135 @@ class QueryReading:
         return f"{query} ({', '.join(dict.fromkeys(extra))})" if extra else query
 
 
+def _unfamiliarity(word: WordReading, position: int,
+                   bridged: Mapping[int, float] | None) -> float | None:
+    """How unfamiliar the word is at a concept (:meth:`QueryReading.familiarity`); None
+    where it has no evidence there (a meaning or a name whose bridge it lacks, a word
+    the corpus does not use)."""
+    if word.kind in UNFAMILIARITY:
+        return UNFAMILIARITY[word.kind]
+    if word.kind in ("meaning", "name") and word.alternatives and (
+            bridged is None or position in bridged):
+        factor = (max(b.factor for b in word.alternatives) if bridged is None
+                  else bridged[position])
+        return 1.0 - factor
+    return None
+
+
+def _mean(unfamiliar: list[float | None]) -> float:
+    """The words' mean unfamiliarity, a word without evidence wholly unfamiliar."""
+    return sum(1.0 if u is None else u for u in unfamiliar) / len(unfamiliar)
+
+
+def _outweighed(words: list[WordReading], unfamiliar: list[float | None]) -> bool:
+    """Whether the words against a concept outweigh those for it, or none is for it."""
+    support = against = 0.0
+    for word, u in zip(words, unfamiliar, strict=True):
+        if u is None:
+            against += MISSING_WEIGHT[word.kind]
+        elif word.kind == "meaning":
+            support += 1.0 - u  # the factor of its bridge here
+        else:
+            support += SUPPORT[word.kind]
+    return against > support or support == 0
+
+
+#: WordNet's pointers to a broader meaning (hypernym, instance hypernym), and to related
+#: ones (derivationally related, similar to, pertainym).
+BROADER_POINTERS = ("@", "@i")
+RELATED_POINTERS = ("+", "&", "\\")
+
+
 def _bridges(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> list[Bridge]:
     """Corpus words WordNet relates to ``word``, best first (at most MAX_BRIDGES)."""
     found: dict[str, Bridge] = {}
 
     def offer(lemmas: Iterable[str], factor: float, via: str) -> None:
-        for lemma in lemmas:
-            parts = lemma.split("_")
-            weight = factor if len(parts) == 1 else factor * MULTIWORD_FACTOR
-            for part in parts:
-                if part == word or part in STOPWORDS or len(part) < MIN_WORD_CHARS \
-                        or not part.isalpha():
-                    continue
-                if len(parts) > 1 and not _specific(part, lexicon):
-                    continue  # "loaf of bread": bread; "hang around": nothing
-                literal = part in vocabulary.words
-                terms = (part,) if literal else vocabulary.forms(part)
-                if not terms and len(parts) == 1:  # the same meaning in the corpus's
-                    terms = _synonyms_in(part, vocabulary, lexicon)  # spelling: omelette
-                    literal = True
-                for term in terms:
-                    if term not in found or found[term].factor < weight:
-                        found[term] = Bridge(term, round(weight, 3), via, literal)
+        _offer(found, word, lemmas, factor, via, vocabulary, lexicon)
 
     tagged = {pos: lexicon.tagged_senses(word, pos) for pos in POS_FILES}
     for pos in POS_FILES:
-        # an abbreviation's meaning (NIH; thirty as a numeral) is not the word's: a query word
-        # that happens to spell one bridges to the agency, not to what the user meant
-        senses = [s for s in lexicon.synsets(word, pos) if word not in s.acronyms]
-        if any(tagged.values()):  # meanings the tagged texts never use: not the user's
-            senses = senses[:tagged[pos]]
-        for rank, synset in enumerate(senses[:SENSES]):
-            decay = SENSE_DECAY ** rank
-            offer(synset.words, BRIDGE_FACTORS["synonym"] * decay, "synonym")
-            if rank == 0:  # the definition's words ("frittata: an omelet with ...")
-                definition = synset.gloss.split('; "')[0]
-                offer([t for t in tokens(definition) if _specific(t, lexicon)],
-                      BRIDGE_FACTORS["gloss"], "gloss")
-            for symbol, offset, target_pos in synset.pointers:
-                if symbol in ("@", "@i"):
-                    broader = lexicon.synset(target_pos, offset)
-                    offer(broader.words, BRIDGE_FACTORS["broader"] * decay, "broader")
-                    for s2, o2, p2 in broader.pointers:
-                        if s2 in ("@", "@i"):
-                            offer(lexicon.synset(p2, o2).words,
-                                  BRIDGE_FACTORS["broader2"] * decay, "broader")
-                elif symbol in ("+", "&", "\\"):
-                    offer(lexicon.synset(target_pos, offset).words,
-                          BRIDGE_FACTORS["related"] * decay, "related")
+        for rank, synset in enumerate(_senses(word, pos, tagged, lexicon)[:SENSES]):
+            _offer_meaning(offer, synset, rank, lexicon)
     rank = {via: i for i, via in enumerate(BRIDGE_FACTORS)}
     return sorted(found.values(), key=lambda b: (-b.factor, rank[b.via], b.term)
                   )[:MAX_BRIDGES]
+
+
+def _senses(word: str, pos: str, tagged: Mapping[str, int], lexicon: WordNet
+            ) -> list[Synset]:
+    """The word's meanings as this part of speech, most frequent first.
+
+    An abbreviation's meaning (NIH; thirty as a numeral) is not the word's: a query word
+    that happens to spell one bridges to the agency, not to what the user meant. Nor
+    are meanings the tagged texts never use, when they use any."""
+    senses = [s for s in lexicon.synsets(word, pos) if word not in s.acronyms]
+    if any(tagged.values()):
+        senses = senses[:tagged[pos]]
+    return senses
+
+
+def _offer_meaning(offer: Callable[[Iterable[str], float, str], None], synset: Synset,
+                   rank: int, lexicon: WordNet) -> None:
+    """One meaning's bridges: its words, its definition's (the first meaning only:
+    "frittata: an omelet with ..."), the broader meanings two steps up, related ones;
+    each meaning after the first counts less (SENSE_DECAY)."""
+    decay = SENSE_DECAY ** rank
+    offer(synset.words, BRIDGE_FACTORS["synonym"] * decay, "synonym")
+    if rank == 0:
+        definition = synset.gloss.split('; "')[0]
+        offer([t for t in tokens(definition) if _specific(t, lexicon)],
+              BRIDGE_FACTORS["gloss"], "gloss")
+    for symbol, offset, target_pos in synset.pointers:
+        if symbol in BROADER_POINTERS:
+            broader = lexicon.synset(target_pos, offset)
+            offer(broader.words, BRIDGE_FACTORS["broader"] * decay, "broader")
+            for s2, o2, p2 in broader.pointers:
+                if s2 in BROADER_POINTERS:
+                    offer(lexicon.synset(p2, o2).words,
+                          BRIDGE_FACTORS["broader2"] * decay, "broader")
+        elif symbol in RELATED_POINTERS:
+            offer(lexicon.synset(target_pos, offset).words,
+                  BRIDGE_FACTORS["related"] * decay, "related")
+
+
+def _offer(found: dict[str, Bridge], word: str, lemmas: Iterable[str], factor: float,
+           via: str, vocabulary: Vocabulary, lexicon: WordNet) -> None:
+    """Keep in ``found`` the corpus words standing for WordNet's ``lemmas``, at ``factor``
+    (less for a word out of a multi-word name), each at its best factor so far."""
+    for lemma in lemmas:
+        parts = lemma.split("_")
+        weight = factor if len(parts) == 1 else factor * MULTIWORD_FACTOR
+        for part in parts:
+            if not _bridging(part, word, len(parts) > 1, lexicon):
+                continue
+            terms, literal = _corpus_terms(part, len(parts) == 1, vocabulary, lexicon)
+            for term in terms:
+                if term not in found or found[term].factor < weight:
+                    found[term] = Bridge(term, round(weight, 3), via, literal)
+
+
+def _bridging(part: str, word: str, multiword: bool, lexicon: WordNet) -> bool:
+    """Whether a word of WordNet's may stand for the query ``word``: not the word itself,
+    a stop word, a short or non-alphabetic token; out of a multi-word name, only a
+    specific one ("loaf of bread": bread; "hang around": nothing)."""
+    if part == word or part in STOPWORDS or len(part) < MIN_WORD_CHARS \
+            or not part.isalpha():
+        return False
+    return not multiword or _specific(part, lexicon)
+
+
+def _corpus_terms(part: str, single: bool, vocabulary: Vocabulary, lexicon: WordNet
+                  ) -> tuple[tuple[str, ...], bool]:
+    """The corpus words standing for a word of WordNet's, and whether they are that word
+    itself (``literal``) rather than words sharing its stem. A single word the corpus
+    spells otherwise is found by its synonyms (omelette)."""
+    if part in vocabulary.words:
+        return (part,), True
+    terms = vocabulary.forms(part)
+    if not terms and single:
+        return _synonyms_in(part, vocabulary, lexicon), True
+    return terms, False
 
 
 def _synonyms_in(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> tuple[str, ...]:
@@ -405,23 +460,53 @@ def read_word(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReadin
 
 
 def _read_word(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReading:
+    """The first reading that applies (:data:`READINGS`), else unknown."""
+    for reading in READINGS:
+        found = reading(word, vocabulary, lexicon)
+        if found is not None:
+            return found
+    return WordReading(word, "unknown")
+
+
+def _as_corpus_word(word: str, vocabulary: Vocabulary, lexicon: WordNet
+                    ) -> WordReading | None:
     if word in vocabulary.words:
         return WordReading(word, "corpus", (Bridge(word, 1.0, "corpus"),))
+    return None
+
+
+def _as_form(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReading | None:
+    """Another form of corpus words (its stem's, or a WordNet base form's)."""
     forms = [] if len(word) < MIN_FORM_CHARS else (
         list(vocabulary.forms(word)) or _base_form_terms(word, vocabulary, lexicon))
     if forms:
         return WordReading(word, "form", tuple(Bridge(t, 1.0, "form") for t in forms))
-    english = len(word) >= MIN_WORD_CHARS and word.isalpha() and lexicon.knows(word)
-    if english:
-        bridges = _bridges(word, vocabulary, lexicon)
-        return WordReading(word, "meaning", tuple(bridges)) if bridges else WordReading(
-            word, "english")
-    if TYPO_MIN_CHARS <= len(word) <= TYPO_MAX_CHARS and word.isalpha() and word.isascii():
-        near = sorted(edits1(word) & vocabulary.words)
-        if near:
-            return WordReading(word, "typo", tuple(Bridge(t, TYPO_PENALTY, "typo")
-                                                    for t in near))
-    return WordReading(word, "unknown")
+    return None
+
+
+def _as_english(word: str, vocabulary: Vocabulary, lexicon: WordNet
+                ) -> WordReading | None:
+    """An English word: read through its meanings, or known but bridging to nothing."""
+    if not (len(word) >= MIN_WORD_CHARS and word.isalpha() and lexicon.knows(word)):
+        return None
+    bridges = _bridges(word, vocabulary, lexicon)
+    return WordReading(word, "meaning", tuple(bridges)) if bridges else WordReading(
+        word, "english")
+
+
+def _as_typo(word: str, vocabulary: Vocabulary, lexicon: WordNet) -> WordReading | None:
+    """One edit away from corpus words."""
+    if not (TYPO_MIN_CHARS <= len(word) <= TYPO_MAX_CHARS and word.isalpha()
+            and word.isascii()):
+        return None
+    near = sorted(edits1(word) & vocabulary.words)
+    return WordReading(word, "typo", tuple(Bridge(t, TYPO_PENALTY, "typo") for t in near)
+                       ) if near else None
+
+
+#: How a word the corpus does not hold as a short token is read: the first that applies.
+READINGS: tuple[Callable[[str, Vocabulary, WordNet], WordReading | None], ...] = (
+    _as_corpus_word, _as_form, _as_english, _as_typo)
 
 
 def read_query(query: str, vocabulary: Vocabulary, lexicon: WordNet) -> QueryReading:

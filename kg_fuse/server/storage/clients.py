@@ -27,11 +27,6 @@ def _insert(conn: sqlite3.Connection, client: ClientRow) -> None:
          int(client.is_admin), time.time()))
 
 
-def add_client(store: Store, client: ClientRow) -> None:
-    with store.transaction() as conn:
-        _insert(conn, client)
-
-
 def replace_clients(store: Store, clients: list[ClientRow]) -> tuple[int, int]:
     """These clients in place of every client there was, whose tokens go with them, in
     one transaction; returns (clients removed, tokens revoked)."""

@@ -1,5 +1,5 @@
 """The rows of ingest jobs: recorded pending, updated at each stage, read by their id.
-Running them is :mod:`kg_fuse.server.graph.jobs`'s."""
+Running them is :mod:`kg_fuse.server.knowledge.jobs`'s."""
 
 from __future__ import annotations
 

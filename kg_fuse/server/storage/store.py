@@ -21,13 +21,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kg_fuse import paths, private
+from kg_fuse import owner_only, paths
 
 log = logging.getLogger(__name__)
 
 EPOCH_KEY = "epoch"
 
 Params = tuple | list | dict
+#: What reading a store's file raises when it is no store (not SQLite, unreadable): the
+#: one name for SQLite's errors outside storage.
+StoreError = sqlite3.Error
 #: Ids bound to one statement at most: SQLite's limit on variables is 999 in old builds.
 BATCH = 500
 
@@ -169,8 +172,8 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        private.log_fixed(private.private_files(paths.sqlite_files(path)))
-        private.create_file(path)  # the full text of every document: owner only
+        owner_only.log_fixed(owner_only.private_files(paths.sqlite_files(path)))
+        owner_only.create_file(path)  # the full text of every document: owner only
         self.path = path
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)

@@ -39,9 +39,9 @@ from kg_fuse.limits import (
 )
 from kg_fuse.memory import give_memory_back
 from kg_fuse.server.corpus.markdown import parse_text_document
-from kg_fuse.server.graph import duplicates
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.storage import job_rows, repository
+from kg_fuse.server.knowledge import duplicates
+from kg_fuse.server.knowledge.changes import ContentChanges
+from kg_fuse.server.storage import job_rows, reads
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,10 @@ class QueueFull(Exception):
     """No room for another job; the message says which limit, to the user."""
 
 
+class ShuttingDown(Exception):
+    """No worker runs to take a new job (the server is stopping)."""
+
+
 @dataclass(frozen=True)
 class IngestLimits:
     """The most jobs (waiting or running) and bytes of their text, per client and in all,
@@ -74,6 +78,18 @@ class IngestLimits:
 
 
 @dataclass(frozen=True)
+class UploadedDocument:
+    """A text document uploaded to be ingested."""
+
+    text: str
+    filename: str
+    ontology: str
+    client_id: str
+    size: int  # bytes, as uploaded
+    digest: str  # its content hash
+
+
+@dataclass(frozen=True)
 class QueuedJob:
     job_id: str
     text: str
@@ -83,6 +99,15 @@ class QueuedJob:
     size: int  # bytes, as uploaded
 
 
+@dataclass(frozen=True)
+class Duplicate:
+    """An upload its ontology holds already, or a job still working on it."""
+
+    existing_job_id: str | None
+    status: str  # that job's status ("completed" with no job: the document is listed)
+    where: str  # in the ontology, or by a running job for it
+
+
 def _mib(size: int) -> str:
     return f"{size / MIB:.1f} MiB"
 
@@ -90,9 +115,9 @@ def _mib(size: int) -> str:
 class JobRunner:
     """Creates job rows and runs them sequentially in the background."""
 
-    def __init__(self, graph: KnowledgeGraph, store: Store,
+    def __init__(self, changes: ContentChanges, store: Store,
                  limits: IngestLimits | None = None) -> None:
-        self.graph = graph  # what a job changes: content, index, calibration
+        self.changes = changes  # what a job changes: content, index, calibration
         self.store = store  # the job rows
         self.limits = limits or IngestLimits()
         self._queue: MemoryObjectSendStream[QueuedJob] | None = None
@@ -165,7 +190,7 @@ class JobRunner:
         """Jobs a previous process left unfinished cannot resume. One that had listed
         its document before the process died lost only its report: it is completed. The
         rest are failed, to be uploaded again; what they had stored unlisted was taken
-        out at start (:func:`content.delete_unpublished`), so that upload is no duplicate."""
+        out at start (:func:`writes.delete_unpublished`), so that upload is no duplicate."""
         unfinished = job_rows.unfinished(self.store)
         now, completed = time.time(), 0
         for job in unfinished:
@@ -188,6 +213,38 @@ class JobRunner:
         """The newest job for this content into this ontology (duplicates are per
         ontology, as on the platform)."""
         return job_rows.newest(self.store, digest, ontology)
+
+    def duplicate_of(self, upload: UploadedDocument) -> Duplicate | None:
+        """The upload's duplicate: its ontology holds the text, or a job for it is
+        pending or running (blocking: it reads the store)."""
+        stored = reads.document_in_ontology(self.store, upload.text, upload.ontology)
+        previous = self.existing_job(upload.digest, upload.ontology)
+        active = previous is not None and previous["status"] in ("pending", "running")
+        if stored is None and not active:
+            return None
+        where = (f"in ontology '{upload.ontology}'" if stored is not None
+                 else f"by a running job for ontology '{upload.ontology}'")
+        return Duplicate(existing_job_id=previous["id"] if previous else None,
+                         status=previous["status"] if previous else "completed",
+                         where=where)
+
+    async def submit(self, upload: UploadedDocument) -> str:
+        """Record the upload's job and queue it; returns its id. Raises
+        :class:`ShuttingDown` when no worker runs, :class:`QueueFull` when there is no
+        room (call on the event loop: the room is checked and held in one step)."""
+        if not self.accepting:
+            raise ShuttingDown("The server is shutting down; retry the upload later")
+        self.admit(upload.client_id, upload.size)
+        try:
+            job_id = await anyio.to_thread.run_sync(
+                self.insert, upload.digest, upload.filename, upload.ontology,
+                upload.client_id)
+            self.start(QueuedJob(job_id, upload.text, upload.filename, upload.ontology,
+                                 upload.client_id, upload.size))
+        except BaseException:
+            self.release(upload.client_id, upload.size)
+            raise
+        return job_id
 
     def insert(self, digest: str, filename: str, ontology: str, client_id: str) -> str:
         """Record a pending job (blocking); :meth:`start` then runs it."""
@@ -247,14 +304,14 @@ class JobRunner:
                                        "chunks_total": len(doc.chunks),
                                        "concepts_total": total})
         self._check_stopping()
-        held = repository.document_in_ontology(self.store, text, ontology)
+        held = reads.document_in_ontology(self.store, text, ontology)
         if held is not None:  # a forced re-ingest replaces this ontology's copy, no other
-            self.graph.changes.remove_document(held)
-        outcome = self.graph.changes.add_documents([doc], created_by=job_id,
-                                           checkpoint=self._check_stopping)
+            self.changes.remove_document(held)
+        outcome = self.changes.add_documents([doc], created_by=job_id,
+                                             checkpoint=self._check_stopping)
         embedded = outcome.concepts_created
         result: dict = {"concepts_created": embedded, "chunks": len(doc.chunks),
-                        "document_id": repository.document_in_ontology(
+                        "document_id": reads.document_in_ontology(
                             self.store, text, ontology)}
         if outcome.near_duplicates:
             result["warnings"] = duplicates.warnings(outcome.near_duplicates)

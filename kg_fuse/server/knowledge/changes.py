@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import duplicates, indexing
-from kg_fuse.server.graph.default_threshold import DefaultThreshold
+from kg_fuse.server.knowledge import duplicates, indexing
 from kg_fuse.server.search.searcher import Searcher
-from kg_fuse.server.storage import content, repository
+from kg_fuse.server.storage import reads, search_rows, writes
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.threshold.default import DefaultThreshold
 
 
 @dataclass
@@ -44,7 +44,7 @@ class ContentChanges:
     def _add_to_index(self, concept_ids: list[str], touched: Iterable[str] = ()) -> None:
         """Tell the search about new concepts and those whose evidence changed."""
         self.searcher.add(concept_ids, touched,
-                          content.texts_of(self.store, concept_ids) if concept_ids else ())
+                          search_rows.texts_of(self.store, concept_ids) if concept_ids else ())
 
     def add_documents(self, docs: list[DocumentSpec], progress: bool = False,
                       created_by: str | None = None,
@@ -58,7 +58,7 @@ class ContentChanges:
         stops), or the embedding fails, the documents are taken out again, whole.
         """
         with self.lock:
-            stored = content.write_documents(self.store, docs, created_by=created_by,
+            stored = writes.write_documents(self.store, docs, created_by=created_by,
                                              published=False)
             try:
                 embedded = indexing.embed_missing(self.store, self.embedder,
@@ -67,7 +67,7 @@ class ContentChanges:
                     checkpoint()
             except BaseException:
                 for document_id in stored:  # unpublished: no client has seen them
-                    content.delete_document(self.store, document_id)
+                    writes.delete_document(self.store, document_id)
                 raise
             before = self.searcher.index
             self._add_to_index(embedded, (c.id for d in stored.values() for c in d.concepts))
@@ -75,14 +75,20 @@ class ContentChanges:
                 indexing.link_similar(self.store, self.searcher.index, embedded)
             outcome = IngestOutcome(len(embedded), duplicates.find(
                 self.store, before, self.searcher.index, embedded))
-            content.publish_documents(self.store, duplicates.by_document(
+            writes.publish_documents(self.store, duplicates.by_document(
                 stored, outcome.near_duplicates))
         self.threshold.recalibrate_if_drifted()
         return outcome
 
+    def create_ontology(self, name: str, description: str = "",
+                        created_by: str | None = None) -> None:
+        """An empty ontology (FileExistsError when the name is taken). It changes no
+        index, so it does not wait for a change in progress (an ingest's embedding)."""
+        writes.create_ontology(self.store, name, description, created_by=created_by)
+
     def remove_ontology(self, name: str) -> dict[str, int] | None:
         with self.lock:
-            result = content.delete_ontology(self.store, name)
+            result = writes.delete_ontology(self.store, name)
             if result is not None:
                 self.searcher.remove(self._gone(), dropped_ontology=name)
         self.threshold.recalibrate_if_drifted()
@@ -92,9 +98,9 @@ class ContentChanges:
         """Remove a document; concepts it shared with others leave its ontology unless
         another of its documents still supports them."""
         with self.lock:
-            supported = {r["concept_id"] for r in repository.document_concepts(
+            supported = {r["concept_id"] for r in reads.document_concepts(
                 self.store, document_id)}
-            result = content.delete_document(self.store, document_id)
+            result = writes.delete_document(self.store, document_id)
             if result is not None:
                 self.searcher.remove(self._gone(), regrouped=supported)
         if result is not None:
@@ -103,5 +109,5 @@ class ContentChanges:
 
     def _gone(self) -> set[str]:
         """Indexed concepts the store no longer has."""
-        present = repository.concept_ids(self.store)
+        present = reads.concept_ids(self.store)
         return {c for c in self.searcher.index.ids if c not in present}

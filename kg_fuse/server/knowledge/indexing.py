@@ -2,13 +2,12 @@
 indexed, their nearest neighbours linked.
 
 Embedding happens outside the store lock, so a slow batch never stalls readers; the
-rows are written by :mod:`kg_fuse.server.storage.content`.
+rows are written by :mod:`kg_fuse.server.storage.writes`.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 
 import numpy as np
@@ -17,9 +16,10 @@ from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import acronyms
 from kg_fuse.server.search.index import ConceptIndex
 from kg_fuse.server.search.views import embedded_views, split_name, view_texts
-from kg_fuse.server.storage import content
-from kg_fuse.server.storage.content import ConceptText
+from kg_fuse.server.storage import search_rows, writes
+from kg_fuse.server.storage.search_rows import StoredConcept
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.storage.writes import ConceptText
 
 log = logging.getLogger(__name__)
 
@@ -34,25 +34,21 @@ def corpus_acronyms(store: Store) -> dict[str, str]:
     """The acronyms the stored corpus defines in its own text (lower case -> long form)."""
     if not EXPAND_ACRONYMS:
         return {}
-    return acronyms.build_map(content.chunk_texts(store))
+    return acronyms.build_map(search_rows.chunk_texts(store))
 
 
-def _concept_texts(store: Store, rows: list[sqlite3.Row]) -> list[ConceptText]:
-    """The texts of these concept rows, in their order."""
-    if not rows:  # a built store at start: no need to read the corpus's acronyms
+def _concept_texts(store: Store, concepts: list[StoredConcept]) -> list[ConceptText]:
+    """The texts of these concepts, in their order."""
+    if not concepts:  # a built store at start: no need to read the corpus's acronyms
         return []
     defined = corpus_acronyms(store)
-    evidence = content.evidence_quotes(store, [r["id"] for r in rows])
+    evidence = search_rows.evidence_quotes(store, [c.id for c in concepts])
     out = []
-    for r in rows:
-        keys = r.keys()
-        signature = (r["signature"] or "") if "signature" in keys else ""
-        description = r["description"] or ""
-        description = acronyms.expand(description, f"{r['label']} {description}", defined)
-        views = view_texts(r["label"], description, signature=signature,
-                           examples=(r["examples"] or "") if "examples" in keys else "",
-                           evidence=evidence.get(r["id"], []))
-        out.append(ConceptText(r["id"], views, split_name(r["label"]), signature,
+    for c in concepts:
+        description = acronyms.expand(c.description, f"{c.label} {c.description}", defined)
+        views = view_texts(c.label, description, signature=c.signature,
+                           examples=c.examples, evidence=evidence.get(c.id, []))
+        out.append(ConceptText(c.id, views, split_name(c.label), c.signature,
                                description, views.get("examples", "")))
     return out
 
@@ -69,8 +65,8 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
     job when the server shuts down), and nothing is written then.
     """
     wanted = embedded_views()
-    have = content.stored_views(store)
-    concepts = _concept_texts(store, content.concepts_lacking_views(store, wanted))
+    have = search_rows.stored_views(store)
+    concepts = _concept_texts(store, search_rows.concepts_lacking_views(store, wanted))
     if not concepts:
         return []
     jobs = [(c.id, view, c.views[view]) for c in concepts for view in wanted
@@ -80,7 +76,7 @@ def embed_missing(store: Store, embedder: Embedder, progress: bool = False,
     log.info("embedding %d views of %d concepts with %s", len(jobs), len(concepts),
              embedder.name)
     vectors = _embed(embedder, [text for _, _, text in jobs], progress, checkpoint)
-    content.save_views(store, embedder.name, [
+    writes.save_views(store, embedder.name, [
         (cid, view, np.ascontiguousarray(v, np.float32).tobytes())
         for (cid, view, _), v in zip(jobs, vectors, strict=True)], concepts)
     return [c.id for c in concepts]
@@ -101,9 +97,9 @@ def _embed(embedder: Embedder, texts: list[str], progress: bool,
 
 def index_missing_text(store: Store) -> int:
     """Keyword-index concepts embedded before the keyword index existed."""
-    concepts = _concept_texts(store, content.concepts_lacking_text(store))
+    concepts = _concept_texts(store, search_rows.concepts_lacking_text(store))
     if concepts:
-        content.save_text(store, concepts)
+        writes.save_text(store, concepts)
         log.info("indexed the text of %d concepts for keyword search", len(concepts))
     return len(concepts)
 
@@ -114,5 +110,5 @@ def link_similar(store: Store, index: ConceptIndex, concept_ids: list[str],
     neighbours = index.nearest_neighbours(concept_ids, k)
     edges = [(cid, other, score) for cid, near in neighbours.items() for other, score in near]
     if edges:
-        content.add_similar(store, edges)
+        writes.add_similar(store, edges)
     return len(edges)

@@ -3,12 +3,10 @@
 A store records its model once it holds vectors: name, dimensions, the digest of its
 weights, pooling, normalisation and prompts. A server or an index run given another
 model refuses the store, naming the command that re-embeds it
-(:mod:`kg_fuse.server.graph.reembed`); given no model, it takes the store's own. A store
+(:mod:`kg_fuse.server.startup.reembed`); given no model, it takes the store's own. A store
 from before the record names its model in every vector row (``concept_views.model``),
-and the record is written from that at its next start.
-
-The model's score scale (:mod:`kg_fuse.server.search.scale`) is measured here too, once
-per store and model, before the default is calibrated on the scaled scores.
+and the record is written from that at its next start. (The model's score scale is
+measured once per store and model too: :mod:`kg_fuse.server.threshold.score_scale`.)
 """
 
 from __future__ import annotations
@@ -18,11 +16,8 @@ import logging
 from typing import Any
 
 from kg_fuse.exits import CommandError
-from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.embedding.models import ModelSpec
-from kg_fuse.server.search import scale
-from kg_fuse.server.search.scale import ScoreScale
-from kg_fuse.server.storage import content
+from kg_fuse.server.storage import search_rows
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -47,7 +42,7 @@ def stored(store: Store) -> dict[str, Any] | None:
     record = store.get_json_setting(MODEL_KEY)
     if isinstance(record, dict) and record.get("name"):
         return record
-    models = content.embedded_models(store)
+    models = search_rows.embedded_models(store)
     if not models:
         return None
     return {"name": models[0], "legacy": True, "mixed": models[1:]}
@@ -89,18 +84,3 @@ def check(store: Store, spec: ModelSpec, data_dir_option: str = "") -> None:
             return
         log.info("recording the store's model: %s", spec.name)
     store.set_setting(MODEL_KEY, json.dumps(want))
-
-
-def ensure_scale(store: Store, embedder: Embedder) -> ScoreScale:
-    """The model's score scale for this store: stored, or measured now and stored."""
-    key = f"{embedder.name}@{embedder.spec.digest}"
-    held = ScoreScale.from_json(store.get_setting(scale.SCALE_KEY))
-    if held is not None and held.model == key:
-        return held
-    measured = scale.measure(embedder.encode_queries, embedder.encode, model=key)
-    log.info("score scale of %s: unrelated pairs %.3f, related %.3f -> gain %.3f, "
-             "offset %.3f%s", embedder.name, measured.unrelated, measured.related,
-             measured.gain, measured.offset,
-             " (the reference model's own)" if measured.identity else "")
-    store.set_setting(scale.SCALE_KEY, measured.to_json())
-    return measured

@@ -13,10 +13,10 @@ from kg_fuse.memory import give_memory_back
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
-from kg_fuse.server.graph import indexing, model_record
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.search import calibrate
-from kg_fuse.server.storage import content
+from kg_fuse.server.knowledge import indexing
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.storage import writes
+from kg_fuse.server.threshold import calibrate, score_scale
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,10 @@ def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | 
     for folder in ingest or []:
         docs += read_folder(folder, ontology)
     with graph.changes.lock:
-        if dropped := content.delete_unpublished(store):
+        if dropped := writes.delete_unpublished(store):
             log.warning("took out %d documents an ingest stopped in its middle left "
                         "unlisted: its job says to upload them again", dropped)
-        content.write_documents(store, docs)
+        writes.write_documents(store, docs)
         if marker is not None:
             store.set_setting(STDLIB_MARKER_KEY, json.dumps(marker))
         embedded = indexing.embed_missing(store, graph.embedder, progress=progress)
@@ -50,7 +50,7 @@ def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | 
         else:
             log.info("index is up to date: %d concepts, nothing to embed", len(graph.index))
     if len(graph.index):
-        graph.searcher.scale = model_record.ensure_scale(store, graph.embedder)
+        graph.searcher.scale = score_scale.ensure(store, graph.embedder)
         graph.threshold.recalibrate_if_drifted()
     elif graph.threshold.stored() is None:
         log.info("no concepts to calibrate against; the fallback %.2f applies until "

@@ -3,7 +3,7 @@ deletions.
 
 Every function here that changes what a client can see bumps the epoch in the same
 transaction. Embedding happens elsewhere, outside the store lock, so a slow batch never
-stalls readers (:mod:`kg_fuse.server.graph.indexing`); callers run these functions in
+stalls readers (:mod:`kg_fuse.server.knowledge.indexing`); callers run these functions in
 worker threads.
 """
 
@@ -13,12 +13,11 @@ import json
 import logging
 import sqlite3
 import uuid
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kg_fuse.server.corpus import DocumentSpec, concept_id, copy_id
-from kg_fuse.server.storage.store import Store, by_concept, in_batches
+from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -193,36 +192,14 @@ class ConceptText:
     examples: str
 
 
-def chunk_texts(store: Store) -> list[str]:
-    """Every chunk's full text (the corpus's own words, for its acronyms)."""
-    return [r[0] for r in store.query("SELECT full_text FROM chunks")]
 
 
-def concepts_lacking_views(store: Store, views: Iterable[str]) -> list[sqlite3.Row]:
-    """The concept rows lacking a stored vector for one of ``views``, in id order."""
-    lacking = " OR ".join(
-        f"id NOT IN (SELECT concept_id FROM concept_views WHERE view = '{v}')" for v in views)
-    return store.query(f"SELECT * FROM concepts WHERE {lacking} ORDER BY id")
 
 
-def concepts_lacking_text(store: Store) -> list[sqlite3.Row]:
-    """The concept rows with no keyword-index row, in id order."""
-    return store.query("SELECT * FROM concepts WHERE rowid NOT IN "
-                       "(SELECT rowid FROM concept_text) ORDER BY id")
 
 
-def evidence_quotes(store: Store, concept_ids: list[str]) -> dict[str, list[str]]:
-    """Concept id -> its evidence quotes, in the order they were stored."""
-    return by_concept(in_batches(store, "SELECT concept_id, quote FROM instances WHERE "
-                                 "concept_id IN ({ids}) ORDER BY id", concept_ids), "quote")
 
 
-def stored_views(store: Store) -> dict[str, set[str]]:
-    """Concept id -> the views it has a stored vector of."""
-    have: dict[str, set[str]] = defaultdict(set)
-    for r in store.query("SELECT concept_id, view FROM concept_views"):
-        have[r["concept_id"]].add(r["view"])
-    return have
 
 
 def save_views(store: Store, model: str, vectors: list[tuple[str, str, bytes]],
@@ -244,9 +221,6 @@ def forget_vectors(store: Store) -> None:
         conn.execute("DELETE FROM relationships WHERE rel_type = 'SIMILAR_TO'")
 
 
-def embedded_models(store: Store) -> list[str]:
-    """The models the stored vectors were made by (one, in a store never mixed)."""
-    return [r[0] for r in store.query("SELECT DISTINCT model FROM concept_views")]
 
 
 def save_text(store: Store, texts: list[ConceptText]) -> None:
@@ -285,14 +259,6 @@ def _index_text(conn: sqlite3.Connection, concepts: list[ConceptText]) -> None:
             (rowid[0], c.id, c.name, c.signature, c.description, c.examples))
 
 
-def texts_of(store: Store, concept_ids: list[str]) -> list[str]:
-    """The keyword-indexed text of these concepts."""
-    out: list[str] = []
-    for r in in_batches(store, "SELECT t.name, t.signature, t.description, t.examples "
-                        "FROM concepts c JOIN concept_text t ON t.rowid = c.rowid "
-                        "WHERE c.id IN ({ids})", concept_ids):
-        out.extend(v for v in r if v)
-    return out
 
 
 def add_similar(store: Store, edges: list[tuple[str, str, float]]) -> None:

@@ -25,11 +25,12 @@ from pathlib import Path
 
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.graph import model_record, startup
-from kg_fuse.server.graph.knowledge_graph import KnowledgeGraph
-from kg_fuse.server.search import calibrate, scale
-from kg_fuse.server.storage import content
+from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.startup import model_record
+from kg_fuse.server.startup.prepare import prepare
+from kg_fuse.server.storage import writes
 from kg_fuse.server.storage.store import Store, read_setting_at
+from kg_fuse.server.threshold.keys import IN_MODEL_SCORES
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ log = logging.getLogger(__name__)
 #: source is still at it.
 SOURCE_EPOCH_KEY = "reembedded_from_epoch"
 #: Settings in the old model's scores, left behind.
-OLD_MODEL_SETTINGS = (calibrate.THRESHOLD_KEY, calibrate.PROVENANCE_KEY,
-                      calibrate.CALIBRATION_KEY, scale.SCALE_KEY)
+OLD_MODEL_SETTINGS = IN_MODEL_SCORES
 
 
 def partial_path(db: Path) -> Path:
@@ -73,13 +73,13 @@ def reembed(db: Path, embedder: Embedder, server_running: bool,
              "the new one is complete", db, embedder.name, old or "empty")
     copy = Store(partial)
     try:
-        content.forget_vectors(copy)
+        writes.forget_vectors(copy)
         copy.delete_settings(OLD_MODEL_SETTINGS)
         copy.set_setting(model_record.MODEL_KEY, "{}")  # no model until its vectors exist
         copy.set_setting(SOURCE_EPOCH_KEY, str(epoch))
         graph = KnowledgeGraph(copy, embedder)
         model_record.check(copy, embedder.spec)
-        startup.prepare(graph, corpus="none", progress=progress)
+        prepare(graph, corpus="none", progress=progress)
     finally:
         copy.seal()
     with open(partial, "rb") as written:

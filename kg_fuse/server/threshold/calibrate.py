@@ -2,11 +2,7 @@
 
 The floor is measured on the final score a search returns (fused vectors plus keyword,
 word-form, WordNet and typo matches), with seeded noise of every shape a user might
-type: short 3-5 letter tokens, consonant runs, keyboard mashes, long pronounceable
-nonsense, digits and punctuation, random-letter words, single nonsense words, everyday
-words that mean nothing together, and token shapes that corpora contain: option
-letters (``-ss``), placeholders (``xxx``) and hyphen- or underscore-joined runs, and
-an everyday word said over and over (``meow meow``).
+type (:mod:`.noise`).
 
 The statistic must not let one junk concept drag the default (a badly parsed concept
 with an empty or garbled text sits near the centre of the embedding space and attracts
@@ -44,27 +40,27 @@ import math
 import random
 import re
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from kg_fuse.server.search import tuning
 from kg_fuse.server.search.lexicon import wordnet
-from kg_fuse.server.search.understand import short_token, tokens
+from kg_fuse.server.threshold.noise import (
+    GIBBERISH_SEED,
+    NOISE_SHAPES,
+    gibberish_queries,
+    not_naming,
+)
 
 log = logging.getLogger(__name__)
 
-THRESHOLD_KEY = "search_default_similarity_threshold"
-CALIBRATION_KEY = "search_calibration_report"
-PROVENANCE_KEY = "search_threshold_provenance"
 FALLBACK_THRESHOLD = tuning.FALLBACK_THRESHOLD.value
 MARGIN = tuning.NOISE_MARGIN.value
 NO_WORDNET_FLOOR = tuning.NO_WORDNET_FLOOR.value
 OUTLIERS = tuning.NOISE_OUTLIERS.value  # left out of the floor ...
 OUTLIER_CORPUS = tuning.OUTLIER_CORPUS.value  # ... in a corpus of this many concepts or more
 SMALL_CORPUS_OUTLIERS = tuning.SMALL_CORPUS_OUTLIERS.value  # ... and below
-PER_SHAPE = tuning.NOISE_PER_SHAPE.value
 ROUNDS = tuning.NOISE_ROUNDS.value
-GIBBERISH_SEED = tuning.GIBBERISH_SEED.value
 PROBE_COUNT = tuning.PROBE_COUNT.value
 PROBE_MIN_WORDS, PROBE_MAX_WORDS = tuning.PROBE_WORDS.value
 PROBE_DEPTH = tuning.PROBE_DEPTH.value
@@ -78,139 +74,12 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
+
 RULE = (f"default = ceil((median over {ROUNDS} noise samples of the "
         f"{_ordinal(OUTLIERS + 1)}-highest per-concept noise score, "
         f"{_ordinal(SMALL_CORPUS_OUTLIERS + 1)} below {OUTLIER_CORPUS:,} concepts, "
         f"+ {MARGIN}) * 100) / 100")
-
-KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm", "1234567890")
-KEYBOARD_MASHES: tuple[str, ...] = (
-    "asdfgh qwerty zxcvb", "qwertyuiop", "zxcv bnm", "asdf jkl", "hjkl yuiop ghjk",
-)
-_VOWELS = "aeiou"
-_CONSONANTS = "bcdfghjklmnpqrstvwxz"
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-_PUNCT = "!?#@$%&*()[]{}<>/\\|~^+=-_.,;:'\""
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
-
-
-def _short_tokens(rng: random.Random) -> str:
-    return " ".join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 5)))
-                    for _ in range(rng.randint(1, 3)))
-
-
-def _consonant_runs(rng: random.Random) -> str:
-    return " ".join("".join(rng.choice(_CONSONANTS) for _ in range(rng.randint(3, 9)))
-                    for _ in range(rng.randint(1, 4)))
-
-
-def _keyboard_mash(rng: random.Random) -> str:
-    words = []
-    for _ in range(rng.randint(1, 4)):
-        row = rng.choice(KEYBOARD_ROWS[:3])
-        start = rng.randint(0, len(row) - 3)
-        word = row[start:start + rng.randint(3, len(row) - start)]
-        words.append(word[::-1] if rng.random() < 0.3 else word)
-    return " ".join(words)
-
-
-def _nonsense_word(rng: random.Random, syllables: int) -> str:
-    return "".join(rng.choice(_CONSONANTS) + rng.choice(_VOWELS) +
-                   (rng.choice(_CONSONANTS) if rng.random() < 0.4 else "")
-                   for _ in range(syllables))
-
-
-def _long_nonsense(rng: random.Random) -> str:
-    return " ".join(_nonsense_word(rng, rng.randint(3, 6)) for _ in range(rng.randint(1, 8)))
-
-
-def _single_word(rng: random.Random) -> str:
-    return _nonsense_word(rng, rng.randint(2, 4))
-
-
-#: Everyday words for nonsense sentences: what a user types who writes real words that
-#: mean nothing together. Far from any corpus's subject by choice (no computing, no
-#: cooking), and not the evaluation's own nonsense words.
-_EVERYDAY = """
-giraffe meadow violin candle harbour tulip pebble castle dolphin lantern feather canyon
-glacier saddle compass balloon penguin orchard tambourine scarecrow parrot volcano
-marble ribbon anchor comet lagoon walrus kite banjo hedgehog chimney tornado emerald
-crimson golden fuzzy gentle sleepy brave noisy ancient hollow tiny enormous shiny lazy
-curious polite dusty frozen wobbly dances jumps giggles wanders dreams sneezes paints
-juggles tiptoes climbs swims hums borrows forgets gallops knits yawns
-"""
-EVERYDAY_WORDS: tuple[str, ...] = tuple(_EVERYDAY.split())
-GLUE_WORDS = ("the", "a", "with", "under", "beyond", "of", "and", "near", "into", "over")
-
-
-def _everyday_nonsense(rng: random.Random) -> str:
-    words = [rng.choice(EVERYDAY_WORDS) for _ in range(rng.randint(3, 7))]
-    words.insert(rng.randint(1, len(words) - 1), rng.choice(GLUE_WORDS))
-    return " ".join(words)
-
-
-def _digits_punctuation(rng: random.Random) -> str:
-    parts = []
-    for _ in range(rng.randint(1, 4)):
-        alphabet = rng.choice(("0123456789", _PUNCT, "0123456789" + _PUNCT + "xX."))
-        parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))))
-    return " ".join(parts)
-
-
-def _random_letters(rng: random.Random) -> str:
-    return " ".join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(3, 8)))
-                    for _ in range(rng.randint(2, 8)))
-
-
-def _option_letters(rng: random.Random) -> str:
-    """Command-line options typed alone: ``-ss``, ``-xvf``, ``--qz``."""
-    def option() -> str:
-        letters = "".join(rng.choice(_LETTERS) for _ in range(rng.randint(1, 3)))
-        return rng.choice(("-", "-", "--")) + (letters * 2 if len(letters) == 1 else letters)
-    return " ".join(option() for _ in range(rng.randint(1, 2)))
-
-
-def _placeholders(rng: random.Random) -> str:
-    """Placeholder tokens: one letter repeated (``xxx``, ``zzzz``)."""
-    return " ".join(rng.choice(_LETTERS) * rng.randint(2, 4) for _ in range(rng.randint(1, 3)))
-
-
-def _joined_runs(rng: random.Random) -> str:
-    """Short tokens joined by hyphens or underscores (``qx-zv-kr``, ``foo_bar_baz``)."""
-    joiner = rng.choice("-_")
-    return joiner.join("".join(rng.choice(_LETTERS) for _ in range(rng.randint(2, 4)))
-                       for _ in range(rng.randint(2, 4)))
-
-
-def _repeated_words(rng: random.Random) -> str:
-    """A word said over and over, as people test a search box (``meow meow``)."""
-    return " ".join([rng.choice(EVERYDAY_WORDS)] * rng.randint(2, 3))
-
-
-NOISE_SHAPES: dict[str, Callable[[random.Random], str]] = {
-    "short tokens": _short_tokens, "consonant runs": _consonant_runs,
-    "keyboard mashes": _keyboard_mash, "long nonsense": _long_nonsense,
-    "single nonsense words": _single_word, "digits and punctuation": _digits_punctuation,
-    "random letters": _random_letters, "everyday nonsense": _everyday_nonsense,
-    "option letters": _option_letters, "placeholders": _placeholders,
-    "joined runs": _joined_runs, "repeated words": _repeated_words,
-}
-
-
-#: Shapes sampled more than PER_SHAPE times: real words that mean nothing together vary
-#: more in score than random letters do (some words happen to be near a concept).
-SAMPLES = tuning.NOISE_SAMPLES.value
-
-
-def gibberish_queries(per_shape: int = PER_SHAPE, seed: int = GIBBERISH_SEED
-                      ) -> list[tuple[str, str]]:
-    """(shape, query) pairs: ``per_shape`` seeded queries of every shape, plus mashes."""
-    rng = random.Random(seed)
-    out = [(shape, make(rng)) for shape, make in NOISE_SHAPES.items()
-           for _ in range(per_shape * SAMPLES.get(shape, 1))]
-    out += [("keyboard mashes", q) for q in KEYBOARD_MASHES]
-    return list(dict.fromkeys(out))
-
 
 def probe_queries(concepts: Sequence[tuple[str, str, str]], count: int = PROBE_COUNT,
                   seed: int = GIBBERISH_SEED) -> list[tuple[str, str]]:
@@ -228,17 +97,6 @@ def probe_queries(concepts: Sequence[tuple[str, str, str]], count: int = PROBE_C
             usable.append((cid, " ".join(words[:PROBE_MAX_WORDS]).lower()))
     rng.shuffle(usable)
     return usable[:count]
-
-
-def not_naming(noise: list[tuple[str, str]], labels: Iterable[str]
-               ) -> list[tuple[str, str]]:
-    """The noise queries left when those naming a concept are dropped: a random short
-    token that is a word of a concept's name (``-re``, ``-uu``, ``grp_nek_cy`` over the
-    standard library) is a query for it, not noise (short tokens count only in names:
-    :mod:`kg_fuse.server.search.understand`)."""
-    names = {t for label in labels for t in tokens(label) if short_token(t)}
-    return [(shape, q) for shape, q in noise
-            if not any(short_token(t) and t in names for t in tokens(q))]
 
 
 def choose_default(floor: float, margin: float = MARGIN, with_wordnet: bool = True
@@ -309,6 +167,77 @@ class CalibrationReport:
 Searcher = Callable[[list[str], int], list[list[tuple[str, float]]]]
 
 
+@dataclass(frozen=True)
+class NoiseMeasured:
+    """What the noise queries scored: each sample's floor, the concepts that drew the
+    most noise, and each query's best score (in the order of ``queries``)."""
+
+    queries: list[tuple[str, str]]  # (shape, query), every sample's in turn
+    floors: list[float]
+    outliers: list[str]  # concept ids
+    best: list[float]
+
+    @property
+    def median(self) -> float:
+        return round(statistics.median(self.best), 4) if self.best else 0.0
+
+    @property
+    def highest(self) -> float:
+        return round(max(self.best), 4) if self.best else 0.0
+
+    @property
+    def worst_query(self) -> str:
+        """The query whose best score is the highest."""
+        if not self.best:
+            return ""
+        return self.queries[max(range(len(self.best)), key=self.best.__getitem__)][1]
+
+
+def measure_noise(search: Searcher, labels: Mapping[str, str], skip: int
+                  ) -> NoiseMeasured:
+    """ROUNDS samples of noise, from consecutive seeds, searched in one batch (the model
+    runs once); each sample's floor (:func:`noise_floor`, leaving ``skip`` concepts
+    out)."""
+    samples = [not_naming(gibberish_queries(seed=GIBBERISH_SEED + i), labels.values())
+               for i in range(ROUNDS)]
+    noise = [pair for sample in samples for pair in sample]
+    tops = search([q for _, q in noise], 5)
+    floors, start = [], 0
+    for sample in samples:
+        floors.append(noise_floor(tops[start:start + len(sample)], skip)[0])
+        start += len(sample)
+    outliers, best = noise_floor(tops, skip)[1:]  # the concepts all samples draw most
+    return NoiseMeasured(noise, floors, outliers, best)
+
+
+def _shape_rows(noise: NoiseMeasured) -> list[tuple[str, int, float, float]]:
+    """(shape, queries, median, max of their best scores), per noise shape."""
+    rows = []
+    for shape in NOISE_SHAPES:
+        values = [b for (s, _), b in zip(noise.queries, noise.best, strict=True)
+                  if s == shape]
+        if values:
+            rows.append((shape, len(values), round(statistics.median(values), 4),
+                         round(max(values), 4)))
+    return rows
+
+
+def _probe_rows(search: Searcher, concepts: Sequence[tuple[str, str, str]],
+                labels: Mapping[str, str], default: float
+                ) -> tuple[list[tuple[str, float, str]], int]:
+    """(query, its concept's score, label) per probe, and how many list their concept
+    at ``default``."""
+    probes = probe_queries(concepts)
+    found = 0
+    rows = []
+    hits_of = search([q for _, q in probes], PROBE_DEPTH)
+    for (cid, query), hits in zip(probes, hits_of, strict=True):
+        score = next((s for c, s in hits if c == cid), 0.0)
+        found += score >= default
+        rows.append((query, round(score, 4), labels.get(cid, cid)))
+    return rows, found
+
+
 def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
             calibrated_at: str = "", with_wordnet: bool | None = None) -> CalibrationReport:
     """Measure noise and probes through ``search`` (queries, k -> top-k per query).
@@ -317,44 +246,21 @@ def measure(search: Searcher, concepts: Sequence[tuple[str, str, str]],
     if with_wordnet is None:
         with_wordnet = wordnet().available
     labels = {cid: label for cid, label, _ in concepts}
-    skip = outliers_for(len(concepts))
-    samples = [not_naming(gibberish_queries(seed=GIBBERISH_SEED + i), labels.values())
-               for i in range(ROUNDS)]
-    noise = [pair for sample in samples for pair in sample]
-    tops = search([q for _, q in noise], 5)  # one batch: the model runs once
-    floors, start = [], 0
-    for sample in samples:
-        floors.append(noise_floor(tops[start:start + len(sample)], skip)[0])
-        start += len(sample)
-    floor = statistics.median(floors)
-    outliers, best = noise_floor(tops, skip)[1:]  # the concepts all samples draw most
+    noise = measure_noise(search, labels, outliers_for(len(concepts)))
+    floor = statistics.median(noise.floors)
     default = choose_default(floor, with_wordnet=with_wordnet)
     rule_default = choose_default(floor)
     if default != rule_default:
         log.warning("calibrated without WordNet: the noise floor %.3f gives %.2f, held "
                     "at the safe floor %.2f", floor, rule_default, default)
-    shapes = []
-    for shape in NOISE_SHAPES:
-        values = [b for (s, _), b in zip(noise, best, strict=True) if s == shape]
-        if values:
-            shapes.append((shape, len(values), round(statistics.median(values), 4),
-                           round(max(values), 4)))
-    probes = probe_queries(concepts)
-    found = 0
-    probe_rows = []
-    for (cid, query), hits in zip(probes, search([q for _, q in probes], PROBE_DEPTH), strict=True):
-        score = next((s for c, s in hits if c == cid), 0.0)
-        found += score >= default
-        probe_rows.append((query, round(score, 4), labels.get(cid, cid)))
-    worst = max(range(len(best)), key=best.__getitem__) if best else 0
+    probes, found = _probe_rows(search, concepts, labels, default)
     return CalibrationReport(
-        concept_count=len(concepts), gibberish_count=len(noise),
-        gibberish_median=round(statistics.median(best), 4) if best else 0.0,
-        gibberish_max=round(max(best), 4) if best else 0.0,
-        gibberish_worst_query=noise[worst][1] if noise else "",
-        noise_floor=round(floor, 4), sample_floors=[round(f, 4) for f in floors],
-        outliers=[labels.get(h, h) for h in outliers],
-        shapes=shapes, probes=probe_rows, probes_found=found, default=default,
+        concept_count=len(concepts), gibberish_count=len(noise.queries),
+        gibberish_median=noise.median, gibberish_max=noise.highest,
+        gibberish_worst_query=noise.worst_query,
+        noise_floor=round(floor, 4), sample_floors=[round(f, 4) for f in noise.floors],
+        outliers=[labels.get(h, h) for h in noise.outliers],
+        shapes=_shape_rows(noise), probes=probes, probes_found=found, default=default,
         calibrated_at=calibrated_at, wordnet=with_wordnet,
         rule_default=rule_default if default != rule_default else None)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from kg_fuse.server.corpus import DocumentSpec
 from kg_fuse.server.search.index import ConceptIndex
-from kg_fuse.server.storage import repository
+from kg_fuse.server.storage import reads
 from kg_fuse.server.storage.store import Store
 
 #: A new concept more similar than this to an existing one is reported.
@@ -39,7 +39,7 @@ def find(store: Store, before: ConceptIndex, index: ConceptIndex,
              if sim > NEAR_DUPLICATE]
     if not pairs:
         return []
-    labels = repository.labels(store, [x for p in pairs for x in p[:2]])
+    labels = reads.labels(store, [x for p in pairs for x in p[:2]])
     return [{"concept_id": cid, "label": labels.get(cid, cid), "similar_to": other,
              "similar_label": labels.get(other, other), "similarity": round(sim, 4)}
             for cid, other, sim in pairs]

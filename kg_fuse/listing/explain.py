@@ -49,10 +49,19 @@ class DefaultOrigin:
 
 
 class Role(enum.Enum):
+    """What a filter level is to the query listed: a level of its chain (an enclosing
+    query, or the query itself), or one of its union and exclude terms."""
+
     ENCLOSING = "enclosing query"
     OWN = "this query"
     UNION = "union term"
     EXCLUDE = "exclude term"
+
+    @property
+    def is_term(self) -> bool:
+        """A union or exclude term: searched at the query's own threshold, not a level
+        of the chain."""
+        return self in (Role.UNION, Role.EXCLUDE)
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,7 @@ class ThresholdExplanation:
 
     @property
     def chain(self) -> tuple[FilterLevel, ...]:
-        return tuple(lv for lv in self.levels if lv.role in (Role.ENCLOSING, Role.OWN))
+        return tuple(lv for lv in self.levels if not lv.role.is_term)
 
     @property
     def own(self) -> FilterLevel:

@@ -18,6 +18,7 @@ from kg_fuse.server.api import (
     routes_documents,
     routes_health,
     routes_ingest,
+    routes_ontology,
     routes_query,
 )
 from kg_fuse.server.api.deps import AppContext
@@ -56,6 +57,6 @@ def create_app(graph: KnowledgeGraph, token_ttl: int) -> FastAPI:
     body_limits.install(app)
     app.add_exception_handler(NotFound, _not_found)
     for module in (routes_health, routes_auth, routes_admin, routes_catalog,
-                   routes_documents, routes_ingest, routes_query):
+                   routes_ontology, routes_documents, routes_ingest, routes_query):
         app.include_router(module.router)
     return app

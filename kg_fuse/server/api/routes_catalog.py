@@ -1,4 +1,5 @@
-"""Browsing: epoch, catalog children, ontology info and document content.
+"""Browsing: the epoch and the catalog's children (an ontology's info is
+:mod:`.routes_ontology`'s, a document's content :mod:`.routes_documents`').
 
 These are plain SQLite reads (:mod:`kg_fuse.server.storage.reads`), so the handlers are
 sync functions, which FastAPI runs in its thread pool.
@@ -6,26 +7,15 @@ sync functions, which FastAPI runs in its thread pool.
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
 from kg_fuse.limits import MAX_NAME_CHARS
-from kg_fuse.server.api import responses
 from kg_fuse.server.api.deps import AuthFirstRoute, Storage, Threshold, User
-from kg_fuse.server.api.schemas import (
-    CatalogNode,
-    CatalogResponse,
-    DocumentChunk,
-    DocumentContentResponse,
-    EpochResponse,
-    OntologyInfoResponse,
-)
+from kg_fuse.server.api.schemas import CatalogNode, CatalogResponse, EpochResponse
 from kg_fuse.server.knowledge import duplicates
 from kg_fuse.server.storage import reads
-
-log = logging.getLogger(__name__)
 
 router = APIRouter(route_class=AuthFirstRoute)
 
@@ -76,18 +66,3 @@ def catalog_children(
     return CatalogResponse(parent_id=parent_id, parent_kind=kind, child_kind=child_kind,
                            nodes=[_node(child_kind, parent_id, r) for r in page.rows],
                            total=page.total, limit=limit, offset=offset, query=q)
-
-
-@router.get("/ontology/{name:path}", response_model=OntologyInfoResponse)
-def ontology_info(name: str, store: Storage, _user: User) -> OntologyInfoResponse:
-    return responses.ontology_info(store, name)
-
-
-@router.get("/documents/{document_id}/content", response_model=DocumentContentResponse)
-def document_content(document_id: str, store: Storage, _user: User
-                     ) -> DocumentContentResponse:
-    row = reads.document(store, document_id)
-    return DocumentContentResponse(
-        document_id=row["id"], content_type=row["content_type"],
-        content={"document": row["content"], "encoding": "utf-8"},
-        chunks=[DocumentChunk(**r) for r in reads.chunks(store, document_id)])

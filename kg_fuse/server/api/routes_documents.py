@@ -1,5 +1,6 @@
-"""The document endpoints the platform's own FUSE client calls besides ``/content``:
-its concepts (the client's tags), deleting it, image ingestion and a source's image."""
+"""The document endpoints: its content (both clients read it), and those the platform's
+own FUSE client calls besides: its concepts (the client's tags), deleting it, image
+ingestion and a source's image."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from starlette.concurrency import run_in_threadpool
 from kg_fuse.limits import MAX_IMAGE_BYTES, MAX_NAME_CHARS, MIN_IMAGE_BYTES, shown
 from kg_fuse.server.api.deps import AuthFirstRoute, Changes, Storage, Upload, User
 from kg_fuse.server.api.schemas import (
-    DocumentConcept,
     DocumentConceptsResponse,
+    DocumentContentResponse,
     DocumentDeleteResponse,
 )
 from kg_fuse.server.knowledge import duplicates
@@ -30,12 +31,22 @@ NO_VISION_MODEL = ("Image ingestion is not available: this embedded server has n
                    "model to describe images. Ingest a text or Markdown description instead.")
 
 
+@router.get("/documents/{document_id}/content", response_model=DocumentContentResponse)
+def document_content(document_id: str, store: Storage, _user: User
+                     ) -> DocumentContentResponse:
+    row = reads.document(store, document_id)
+    return DocumentContentResponse(
+        document_id=row["id"], content_type=row["content_type"],
+        content={"document": row["content"], "encoding": "utf-8"},
+        chunks=reads.chunks(store, document_id))  # each row validated as a DocumentChunk
+
+
 @router.get("/documents/{document_id}/concepts", response_model=DocumentConceptsResponse)
 def document_concepts(document_id: str, store: Storage, _user: User
                       ) -> DocumentConceptsResponse:
     """One row per (concept, source) pair of the document, most instances first."""
     row = reads.document(store, document_id)
-    concepts = [DocumentConcept(**r) for r in reads.document_concepts(store, document_id)]
+    concepts = reads.document_concepts(store, document_id)  # each a DocumentConcept
     return DocumentConceptsResponse(
         document_id=document_id, filename=row["filename"] or "unknown", concepts=concepts,
         total=len(concepts),

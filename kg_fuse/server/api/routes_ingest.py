@@ -1,4 +1,4 @@
-"""Writing: ontology create/delete, document ingest and job status."""
+"""Ingesting a document, and its job's status."""
 
 from __future__ import annotations
 
@@ -9,16 +9,8 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from kg_fuse.limits import MAX_INGEST_BYTES, shown
-from kg_fuse.server.api import responses
-from kg_fuse.server.api.deps import AuthFirstRoute, Changes, Jobs, Storage, Upload, User
-from kg_fuse.server.api.schemas import (
-    DuplicateResponse,
-    IngestResponse,
-    JobResponse,
-    OntologyCreateRequest,
-    OntologyDeleteResponse,
-    OntologyInfoResponse,
-)
+from kg_fuse.server.api.deps import AuthFirstRoute, Jobs, Upload, User
+from kg_fuse.server.api.schemas import DuplicateResponse, IngestResponse, JobResponse
 from kg_fuse.server.corpus import content_hash
 from kg_fuse.server.knowledge.jobs import QueueFull, ShuttingDown, UploadedDocument
 
@@ -27,27 +19,6 @@ log = logging.getLogger(__name__)
 router = APIRouter(route_class=AuthFirstRoute)
 
 RETRY_AFTER = 10  # seconds, in a 429's Retry-After: about one job of a few sections
-
-
-@router.post("/ontology/", status_code=201, response_model=OntologyInfoResponse)
-def create_ontology(body: OntologyCreateRequest, changes: Changes, store: Storage,
-                    user: User) -> OntologyInfoResponse:
-    try:
-        changes.create_ontology(body.name, body.description, created_by=user.client_id)
-    except FileExistsError:
-        raise HTTPException(status_code=409,
-                            detail=f"Ontology '{body.name}' already exists") from None
-    log.info("%s created ontology %s", user.client_id, shown(body.name))
-    return responses.ontology_info(store, body.name)
-
-
-@router.delete("/ontology/{name:path}", response_model=OntologyDeleteResponse)
-def delete_ontology(name: str, changes: Changes, user: User) -> OntologyDeleteResponse:
-    result = changes.remove_ontology(name)
-    if result is None:
-        raise HTTPException(status_code=404, detail=f"Ontology '{name}' not found")
-    log.info("%s deleted ontology %s", user.client_id, shown(name))
-    return OntologyDeleteResponse(ontology=name, deleted=True, **result)
 
 
 async def _text_of(form: Upload) -> tuple[str, int]:

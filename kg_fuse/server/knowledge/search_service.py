@@ -8,7 +8,7 @@ Methods are blocking; the route calls them in a worker thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from kg_fuse.server.search import lexicon
 from kg_fuse.server.search.generations import GenerationCache
@@ -34,8 +34,7 @@ class Hit:
     evidence: list[dict] | None = None  # its first instances, when the search asked
 
 
-@dataclass(frozen=True)
-class NearHit:
+class NearHit(NamedTuple):
     """One of the closest concepts below the threshold of a short page."""
 
     concept_id: str

@@ -34,13 +34,6 @@ from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)
 
-NEAR_MISS_FLOOR = tuning.NEAR_MISS_FLOOR.value
-#: A page shorter than this gets the near-miss hint and the closest concepts.
-NEAR_MISS_SHORT = tuning.NEAR_MISS_SHORT.value
-NEAR_MISS_DEPTH = tuning.NEAR_MISS_DEPTH.value
-NEAR_MISS_STEP = tuning.NEAR_MISS_STEP.value
-#: Closest concepts below the threshold named when a page comes back short.
-CLOSEST = tuning.CLOSEST.value
 #: Query texts whose vector and keyword rows are kept (about 3 KiB each at 384 dims).
 PREPARED_QUERIES = 1024
 
@@ -172,16 +165,18 @@ class Searcher:
         vector, keyword = self.prepared(query)
         page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
                             keyword=keyword, scale=self.scale)[offset:]
-        short = len(page) < NEAR_MISS_SHORT
+        short = len(page) < tuning.NEAR_MISS_SHORT.value
         closest: list[tuple[str, float]] = []
         if short and offset == 0 and threshold > 0:
+            named = tuning.CLOSEST.value
             closest = [(cid, s) for cid, s in index.search(
-                vector, 1e-6, ontology=ontology, top_k=len(page) + CLOSEST,
-                keyword=keyword, scale=self.scale) if s < threshold][:CLOSEST]
+                vector, 1e-6, ontology=ontology, top_k=len(page) + named,
+                keyword=keyword, scale=self.scale) if s < threshold][:named]
         near_miss = None
-        if short and threshold > NEAR_MISS_FLOOR:
+        floor = tuning.NEAR_MISS_FLOOR.value
+        if short and threshold > floor:
             near_miss = _near_miss(index.search(
-                vector, NEAR_MISS_FLOOR, ontology=ontology, top_k=NEAR_MISS_DEPTH * limit,
+                vector, floor, ontology=ontology, top_k=tuning.NEAR_MISS_DEPTH.value * limit,
                 keyword=keyword, scale=self.scale), threshold)
         return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
                              closest=closest)
@@ -240,14 +235,14 @@ class Searcher:
 
 
 def _near_miss(hits: list[tuple[str, float]], threshold: float) -> NearMiss | None:
-    """The contract's hint from the hits down to NEAR_MISS_FLOOR: how many fell below
-    the threshold, a threshold that lists them all, and the best of them."""
+    """The contract's hint from the hits down to the near-miss floor: how many fell
+    below the threshold, a threshold that lists them all, and the best of them."""
     below = [(cid, s) for cid, s in hits if s < threshold]
     if not below:
         return None
-    return NearMiss(count=len(below), suggested=round(min(s for _, s in below)
-                                                      - NEAR_MISS_STEP, 2),
-                    top_id=below[0][0], top_score=below[0][1])
+    suggested = round(min(s for _, s in below) - tuning.NEAR_MISS_STEP.value, 2)
+    return NearMiss(count=len(below), suggested=suggested, top_id=below[0][0],
+                    top_score=below[0][1])
 
 
 def just_below(score: float) -> float:

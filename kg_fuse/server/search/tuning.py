@@ -1,9 +1,10 @@
 """Every tuned number of the search, in one table: its value, what it is for, and which
 evaluation figure chose it.
 
-The modules of :mod:`kg_fuse.server.search` read their numbers from here (each keeps
-its old constant name as an alias, so ``understand.TYPO_PENALTY`` is this table's
-``TYPO_PENALTY.value``). The figures named are those docs/eval.md and docs/server.md
+The modules of :mod:`kg_fuse.server.search` and :mod:`kg_fuse.server.threshold` read
+their numbers from here (most keep their old constant name as an alias, so
+``understand.TYPO_PENALTY`` is this table's ``TYPO_PENALTY.value``; the searcher reads
+the near-miss entries directly). The figures named are those docs/eval.md and docs/server.md
 record, round by round; where none was recorded the entry says so ("not measured: set
 by hand"). Change a value only with ``kg-fuse eval`` figures from before and after,
 and write them into ``chosen_by``: ``scripts/sweep_tuning.py STORE --set NAME ...

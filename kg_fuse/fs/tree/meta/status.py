@@ -72,7 +72,7 @@ NOISE_WARNING = ("comprehensive is below the server default, i.e. below the cali
 
 def _label(level: FilterLevel, index: int) -> str:
     """'level 1' / 'union "term"' / 'exclude "term"': a status line's key."""
-    if level.role in (Role.UNION, Role.EXCLUDE):
+    if level.role.is_term:
         return f"{level.role.name.lower()} {one_line(level.text)!r}"
     return f"level {index + 1}"
 

@@ -9,7 +9,6 @@ from kg_fuse.server.search import (
     acronyms,
     index,
     keywords,
-    searcher,
     tuning,
     understand,
     views,
@@ -77,7 +76,6 @@ def test_the_modules_read_the_table() -> None:
     assert tuning.ACRONYM_CHARS.value == (acronyms.MIN_SHORT, acronyms.MAX_SHORT)
     assert tuning.NOISE_MARGIN.value == calibrate.MARGIN
     assert presets.FALLBACK_OFFSETS is tuning.FALLBACK_OFFSETS.value
-    assert tuning.NEAR_MISS_FLOOR.value == searcher.NEAR_MISS_FLOOR
 
 
 def test_the_rules_shown_to_users_state_the_table_s_numbers() -> None:

@@ -16,14 +16,8 @@ from kg_fuse.limits import MAX_QUERY_CHARS, MIB
 from kg_fuse.server.knowledge import indexing
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.lexicon import WordNet, find_wordnet, stem, wordnet
-from kg_fuse.server.search.understand import (
-    MAX_TERMS,
-    MAX_WORD_CHARS,
-    UNFAMILIAR_DISCOUNT,
-    Vocabulary,
-    read_query,
-    read_word,
-)
+from kg_fuse.server.search.understand import UNFAMILIAR_DISCOUNT, read_query, read_word
+from kg_fuse.server.search.words import MAX_TERMS, MAX_WORD_CHARS, Vocabulary
 from kg_fuse.server.storage.store import Store
 from kg_fuse.server.threshold.calibrate import outliers_for
 from kg_fuse.server.threshold.noise import gibberish_queries, not_naming

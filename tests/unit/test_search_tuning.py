@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kg_fuse.server.search import (
     acronyms,
+    bridges,
     index,
     keywords,
     tuning,
@@ -23,7 +24,7 @@ THRESHOLD = Path(calibrate.__file__).parent
 #: hostile input), and UNFAMILIARITY, whose 0 for the corpus's own words is what
 #: "familiar" means (its typo entry is the table's). Any other number must be the table's.
 NOT_TUNED = {
-    ("understand.py", "MAX_TERMS"), ("understand.py", "MAX_WORD_CHARS"),
+    ("words.py", "MAX_TERMS"), ("words.py", "MAX_WORD_CHARS"),
     ("understand.py", "TYPO_MIN_CHARS"), ("understand.py", "TYPO_MAX_CHARS"),
     ("keywords.py", "CACHED_TERMS"), ("searcher.py", "PREPARED_QUERIES"),
     ("lexicon.py", "CACHED_STEMS"),
@@ -71,7 +72,7 @@ def test_the_modules_read_the_table() -> None:
     assert tuning.KEYWORD_WEIGHT.value == index.KEYWORD_WEIGHT
     assert views.WEIGHTS is tuning.VIEW_WEIGHTS.value
     assert keywords.BM25_WEIGHTS is tuning.BM25_WEIGHTS.value
-    assert understand.BRIDGE_FACTORS is tuning.BRIDGE_FACTORS.value
+    assert bridges.BRIDGE_FACTORS is tuning.BRIDGE_FACTORS.value
     assert understand.UNFAMILIARITY["typo"] == tuning.TYPO_PENALTY.value
     assert tuning.ACRONYM_CHARS.value == (acronyms.MIN_SHORT, acronyms.MAX_SHORT)
     assert tuning.NOISE_MARGIN.value == calibrate.MARGIN

@@ -44,7 +44,9 @@ from typing import NamedTuple
 from cachetools import LRUCache
 
 from kg_fuse.server.search import lexicon, tuning
-from kg_fuse.server.search.understand import Bridge, QueryReading, Vocabulary, WordReading
+from kg_fuse.server.search.bridges import Bridge
+from kg_fuse.server.search.understand import QueryReading, WordReading
+from kg_fuse.server.search.words import Vocabulary
 from kg_fuse.server.storage import search_rows
 from kg_fuse.server.storage.search_rows import KeywordIndex
 from kg_fuse.server.storage.store import Store

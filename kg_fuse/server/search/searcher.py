@@ -29,7 +29,8 @@ from kg_fuse.server.search.index import (
 )
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.scale import IDENTITY
-from kg_fuse.server.search.understand import QueryReading, Vocabulary, read_query, text_words
+from kg_fuse.server.search.understand import QueryReading, read_query
+from kg_fuse.server.search.words import Vocabulary, text_words
 from kg_fuse.server.storage.store import Store
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ that model, on which the map is the identity.
 
 Not here, because they bound cost or guard against hostile input rather than trade
 relevance against noise: the query's word count and word length
-(``understand.MAX_TERMS``, ``MAX_WORD_CHARS``), the typo range of 5 to 40 letters
+(``words.MAX_TERMS``, ``MAX_WORD_CHARS``), the typo range of 5 to 40 letters
 (``understand.TYPO_MIN_CHARS``, ``TYPO_MAX_CHARS``), cache sizes
 (``keywords.CACHED_TERMS``, ``searcher.PREPARED_QUERIES``, ``lexicon.CACHED_STEMS``),
 the scan's block size and rounding margin (:mod:`.scan`), the acronym reader's text
@@ -108,7 +108,7 @@ SCORE_SCALE_LEAST_SPREAD = Tuned(
     "not tuned: a guard for broken models (random weights spread ~0.001); the "
     "reference's spread is 0.53")
 
-# -- reading the query (understand.py) ---------------------------------------------------
+# -- reading the query (understand.py, bridges.py, words.py) -----------------------------
 
 TYPO_PENALTY = Tuned(
     0.5, "a typo's unfamiliarity, and the share of the word its correction carries",

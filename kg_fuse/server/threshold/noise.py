@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable, Iterable
 
 from kg_fuse.server.search import tuning
-from kg_fuse.server.search.understand import short_token, tokens
+from kg_fuse.server.search.words import short_token, tokens
 
 PER_SHAPE = tuning.NOISE_PER_SHAPE.value
 GIBBERISH_SEED = tuning.GIBBERISH_SEED.value

@@ -1,43 +1,31 @@
 """The server's subcommands: ``serve``, ``index`` and ``calibrate``.
 
-Registered into the top-level ``kg-fuse`` parser by :func:`register`. Nothing heavy is
-imported at module level (no fastapi, numpy, torch): the FUSE client imports this module
-to build its parser and must work without the server extra installed.
+Registered into the top-level ``kg-fuse`` parser by :func:`register`. Here: the commands
+as data, what each does and what it prints; the store they work on is made ready by
+:mod:`.open_store`. Nothing heavy is imported at module level (no fastapi, numpy, torch):
+the FUSE client imports this module to build its parser and must work without the server
+extra installed.
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import logging
 import os
 import signal
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kg_fuse import owner_only, paths
-from kg_fuse.console import (
-    Command,
-    Option,
-    absolute_paths,
-    add_commands,
-    forwarded_options,
-    leave_working_directory,
-    option,
-)
+from kg_fuse import console, owner_only, paths
 from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.memory import few_malloc_arenas
-from kg_fuse.server import lifecycle
-
-if TYPE_CHECKING:
-    from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server import lifecycle, open_store
 
 log = logging.getLogger(__name__)
 
-MODULES_HINT = "--modules takes standard-library modules written in Python, e.g. gzip,json"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 SHUTDOWN_GRACE = 5.0  # seconds requests in flight get at a stop; an ingest job stops sooner
 
@@ -56,133 +44,140 @@ def _port(value: str) -> int:
     return int(value)
 
 
-def _store_options() -> list[Option]:
-    return [option("--data-dir", type=Path, default=None, metavar="DIR",
-                   help="kg-fuse's data directory: the store, its pid file and log are in "
-                        "DIR/server/, and so is its credentials file unless DIR is the "
-                        f"default (default: {paths.data_dir()})")]
+def _store_options() -> list[console.Option]:
+    return [console.option("--data-dir", type=Path, default=None, metavar="DIR",
+                           help="kg-fuse's data directory: the store, its pid file and log "
+                                "are in DIR/server/, and so is its credentials file unless "
+                                f"DIR is the default (default: {paths.data_dir()})")]
 
 
-def _model_option() -> Option:
-    return option("--model", default=None, metavar="NAME",
-                  help="the embedding model (kg-fuse model list; default: all-MiniLM-L6-v2)")
+def _model_option() -> console.Option:
+    return console.option("--model", default=None, metavar="NAME",
+                          help="the embedding model (kg-fuse model list; default: "
+                               "all-MiniLM-L6-v2)")
 
 
-def _corpus_options() -> list[Option]:
+def _corpus_options() -> list[console.Option]:
     return [
         *_store_options(),
         _model_option(),
-        option("--corpus", choices=("stdlib", "none"), default="stdlib",
-               help="build the Python standard-library corpus, or none"),
-        option("--modules", type=_modules, default=None, metavar="M1,M2,...",
-               help="restrict the stdlib corpus to these dotted module names "
-                    "(default: all documented modules)"),
-        option("--ingest", type=Path, action="append", default=[], metavar="DIR",
-               help="add a folder of Markdown/text files (repeatable)"),
-        option("--ontology", default=None,
-               help="ontology for --ingest folders (default: the folder name)"),
+        console.option("--corpus", choices=("stdlib", "none"), default="stdlib",
+                       help="build the Python standard-library corpus, or none"),
+        console.option("--modules", type=_modules, default=None, metavar="M1,M2,...",
+                       help="restrict the stdlib corpus to these dotted module names "
+                            "(default: all documented modules)"),
+        console.option("--ingest", type=Path, action="append", default=[], metavar="DIR",
+                       help="add a folder of Markdown/text files (repeatable)"),
+        console.option("--ontology", default=None,
+                       help="ontology for --ingest folders (default: the folder name)"),
     ]
 
 
-def serve_options(log_default: str) -> list[Option]:
+def serve_options(log_default: str) -> list[console.Option]:
     """``serve``'s options: ``server start`` and ``systemd install`` take the same and
     pass them on."""
     return [
         *_corpus_options(),
-        option("--host", default=paths.DEFAULT_HOST,
-               help="address to listen on (loopback unless --allow-remote)"),
-        option("--port", type=_port, default=paths.DEFAULT_PORT,
-               help="TCP port to listen on (0: any free port)"),
-        option("--allow-remote", action="store_true",
-               help="allow a non-loopback --host (the API then leaves this machine)"),
-        option("--log-file", type=Path, default=None,
-               help=f"append the log (and progress) to this file (default: {log_default})"),
-        option("--token-ttl", type=int, default=None, help=argparse.SUPPRESS),
+        console.option("--host", default=paths.DEFAULT_HOST,
+                       help="address to listen on (loopback unless --allow-remote)"),
+        console.option("--port", type=_port, default=paths.DEFAULT_PORT,
+                       help="TCP port to listen on (0: any free port)"),
+        console.option("--allow-remote", action="store_true",
+                       help="allow a non-loopback --host (the API then leaves this machine)"),
+        console.option("--log-file", type=Path, default=None,
+                       help="append the log (and progress) to this file "
+                            f"(default: {log_default})"),
+        console.option("--token-ttl", type=int, default=None, help=argparse.SUPPRESS),
     ]
 
 
 _SERVE_OPTIONS: list[argparse.Action] = []  # serve's options, as server start passes them
 
 
-def _server_actions() -> list[Command]:
+def _server_actions() -> list[console.Command]:
     """``server start``, ``stop``, ``status`` and ``credentials``."""
     return [
-        Command("start", help="start the server in the background",
-                description="Start 'kg-fuse serve' in the background with these options "
-                            "(all of serve's, and --wait); return once it answers.",
-                handler=server_start_command, options=[
-                    *serve_options(log_default="DIR/server/server.log"),
-                    option("--wait", type=float, default=900.0,
-                           help="seconds to wait for the server to answer (a first start "
-                                "builds the corpus)"),
-                ]),
-        Command("stop", help="stop the server started on this store",
-                description="Stop the server named by the pid file (SIGTERM, then SIGKILL "
-                            "after 30 s). Exit 0 also when none runs.",
-                handler=lambda args: lifecycle.stop(args.data_dir), options=_store_options()),
-        Command("status", help="say whether the server runs, and where",
-                description="Print the running server's address and pid, and its warnings "
-                            "(no WordNet); exit 1 when none runs.",
-                handler=lambda args: lifecycle.status(args.data_dir),
-                options=_store_options()),
-        Command("credentials",
-                help="show the clients in the credentials file, or replace them",
-                description="""Show which admin and user clients the credentials file holds. With
-                --rotate, replace both by new ones and revoke every earlier secret and token at
-                once (running or not, the server refuses them from then on); mounts re-read the
-                file when the server refuses their client, so they carry on with the new
-                credentials.""",
-                handler=credentials_command, options=[
-                    *_store_options(),
-                    option("--rotate", action="store_true",
-                           help="replace both clients and revoke every token"),
-                ]),
+        console.Command(
+            "start", help="start the server in the background",
+            description="Start 'kg-fuse serve' in the background with these options "
+                        "(all of serve's, and --wait); return once it answers.",
+            handler=server_start_command, options=[
+                *serve_options(log_default="DIR/server/server.log"),
+                console.option("--wait", type=float, default=900.0,
+                               help="seconds to wait for the server to answer (a first "
+                                    "start builds the corpus)"),
+            ]),
+        console.Command(
+            "stop", help="stop the server started on this store",
+            description="Stop the server named by the pid file (SIGTERM, then SIGKILL "
+                        "after 30 s). Exit 0 also when none runs.",
+            handler=lambda args: lifecycle.stop(args.data_dir), options=_store_options()),
+        console.Command(
+            "status", help="say whether the server runs, and where",
+            description="Print the running server's address and pid, and its warnings "
+                        "(no WordNet); exit 1 when none runs.",
+            handler=lambda args: lifecycle.status(args.data_dir), options=_store_options()),
+        console.Command(
+            "credentials", help="show the clients in the credentials file, or replace them",
+            description="""Show which admin and user clients the credentials file holds. With
+            --rotate, replace both by new ones and revoke every earlier secret and token at
+            once (running or not, the server refuses them from then on); mounts re-read the
+            file when the server refuses their client, so they carry on with the new
+            credentials.""",
+            handler=credentials_command, options=[
+                *_store_options(),
+                console.option("--rotate", action="store_true",
+                               help="replace both clients and revoke every token"),
+            ]),
     ]
 
 
-def _commands() -> list[Command]:
+def _commands() -> list[console.Command]:
     """``serve``, ``server``, ``index`` and ``calibrate``, as data (built when the parser
     is, so the paths their help names follow the environment)."""
     return [
-        Command("serve", help="run the embedded knowledge-graph server in the foreground",
-                description="""Run the embedded server in the foreground until Ctrl-C or SIGTERM:
-                build whatever the store lacks (first time: the corpus, a few minutes),
-                calibrate the default threshold once, then serve the platform's HTTP API. It
-                writes a pid file next to its store, so 'kg-fuse server stop' stops it wherever
-                it was started. For the background, use 'kg-fuse server start'.""",
-                handler=serve_command, options=serve_options(log_default="stderr")),
-        Command("server",
-                help="start, stop or check the embedded server; rotate its credentials",
-                description="""The embedded server in the background. 'start' runs 'kg-fuse serve'
-                detached (log in the data directory) and returns once it answers; 'stop' stops
-                exactly the server its pid file names; 'status' says whether one runs (exit code
-                1 if not); 'credentials' shows or rotates its clients. Unmounting never stops
-                the server: stop it here, or with 'kg-fuse unmount --stop-server'.""",
-                actions=_server_actions()),
-        Command("index", help="build or refresh the server's store, then exit",
-                description="""Build whatever the store lacks (the corpus, its embeddings, the
-                calibration) with a progress bar, then exit. A built store only needs checking:
-                seconds.""",
-                handler=index_command, options=_corpus_options()),
-        Command("calibrate",
-                help="print the noise-floor measurement and the default threshold",
-                description="""Print the calibration table: how similar gibberish queries score
-                against the store, and the default threshold chosen above that noise. --show
-                prints the stored table without loading the model.""",
-                handler=calibrate_command, options=[
-                    *_store_options(),
-                    option("--show", action="store_true",
-                           help="print the stored calibration instead of measuring again"),
-                    option("--write", action="store_true",
-                           help="store the chosen default as the server's search threshold"),
-                ]),
+        console.Command(
+            "serve", help="run the embedded knowledge-graph server in the foreground",
+            description="""Run the embedded server in the foreground until Ctrl-C or SIGTERM:
+            build whatever the store lacks (first time: the corpus, a few minutes), calibrate
+            the default threshold once, then serve the platform's HTTP API. It writes a pid
+            file next to its store, so 'kg-fuse server stop' stops it wherever it was
+            started. For the background, use 'kg-fuse server start'.""",
+            handler=serve_command, options=serve_options(log_default="stderr")),
+        console.Command(
+            "server", help="start, stop or check the embedded server; rotate its credentials",
+            description="""The embedded server in the background. 'start' runs 'kg-fuse serve'
+            detached (log in the data directory) and returns once it answers; 'stop' stops
+            exactly the server its pid file names; 'status' says whether one runs (exit code
+            1 if not); 'credentials' shows or rotates its clients. Unmounting never stops the
+            server: stop it here, or with 'kg-fuse unmount --stop-server'.""",
+            actions=_server_actions()),
+        console.Command(
+            "index", help="build or refresh the server's store, then exit",
+            description="""Build whatever the store lacks (the corpus, its embeddings, the
+            calibration) with a progress bar, then exit. A built store only needs checking:
+            seconds.""",
+            handler=index_command, options=_corpus_options()),
+        console.Command(
+            "calibrate", help="print the noise-floor measurement and the default threshold",
+            description="""Print the calibration table: how similar gibberish queries score
+            against the store, and the default threshold chosen above that noise. --show
+            prints the stored table without loading the model.""",
+            handler=calibrate_command, options=[
+                *_store_options(),
+                console.option("--show", action="store_true",
+                               help="print the stored calibration instead of measuring again"),
+                console.option("--write", action="store_true",
+                               help="store the chosen default as the server's search "
+                                    "threshold"),
+            ]),
     ]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve``, ``server``, ``index`` and ``calibrate`` to the ``kg-fuse`` command."""
-    parsers = add_commands(subparsers, _commands())
-    _SERVE_OPTIONS[:] = forwarded_options(parsers["serve"])
+    parsers = console.add_commands(subparsers, _commands())
+    _SERVE_OPTIONS[:] = console.forwarded_options(parsers["serve"])
 
 
 def server_start_command(args: argparse.Namespace) -> int:
@@ -197,8 +192,8 @@ def serve_argv(args: argparse.Namespace) -> list[str]:
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
-    absolute_paths(args)
-    _check_inputs(args)
+    console.absolute_paths(args)
+    open_store.check_inputs(args)
     argv: list[str] = []
     for action in _SERVE_OPTIONS:
         value = getattr(args, action.dest)
@@ -234,87 +229,6 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _data_dir_option(data_dir: Path | None) -> str:
-    return f" --data-dir {data_dir.resolve()}" if data_dir is not None else ""
-
-
-def _open_graph(data_dir: Path | None, model_name: str | None = None) -> KnowledgeGraph:
-    """The store and the model to embed with: ``model_name``, or the one the store's
-    vectors were made by (the default for a new store). A store another model embedded
-    is refused, naming the command that re-embeds it (:mod:`.graph.model_record`)."""
-    from kg_fuse.server.embedding.embedder import Embedder
-    from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.knowledge.graph import KnowledgeGraph
-    from kg_fuse.server.startup import model_record
-    from kg_fuse.server.storage.store import Store
-
-    if model_name is not None:
-        resolve(model_name)  # an unknown or missing model: one line, before the store
-    store = Store(paths.server_db_path(data_dir))
-    try:
-        spec = resolve(model_name or model_record.stored_name(store))
-        model_record.check(store, spec, _data_dir_option(data_dir))
-    except BaseException:
-        store.close()
-        raise
-    return KnowledgeGraph(store, Embedder(spec))
-
-
-def _reembed_if_asked(args: argparse.Namespace) -> bool:
-    """``index --model NAME`` on a store another model embedded: re-embed it (all or
-    nothing; :mod:`.graph.reembed`). Returns whether a running server must be restarted
-    to serve it; with no server running, the new store is in place."""
-    from kg_fuse.server.embedding.embedder import Embedder
-    from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.startup import model_record, reembed
-    from kg_fuse.server.storage.store import read_setting_at
-
-    db = paths.server_db_path(args.data_dir)
-    running = lifecycle.read_record(paths.server_pid_path(args.data_dir)) is not None
-    if not running and reembed.swap_in_ready(db):
-        log.info("a store re-embedded earlier is in place")
-    if args.model is None or not db.exists():
-        return False
-    raw = read_setting_at(db, model_record.MODEL_KEY)
-    stored = json.loads(raw).get("name") if raw else None
-    spec = resolve(args.model)
-    if stored in (None, spec.name):
-        return False  # a new store, a store of this model, or one from before the record
-    embedder = Embedder(spec)
-    embedder.load()
-    reembed.reembed(db, embedder, server_running=running)
-    return running
-
-
-def _check_inputs(args: argparse.Namespace) -> None:
-    """Refuse a bad --model (or a model not installed), --modules or --ingest before
-    opening (or creating) a store, and before ``server start`` detaches."""
-    from kg_fuse.server.embedding.models import resolve
-
-    resolve(args.model)
-    if args.modules and args.corpus == "stdlib":
-        from kg_fuse.server.corpus.stdlib import discover_modules
-
-        unknown = sorted(set(args.modules) - set(discover_modules()))
-        if unknown:
-            raise UsageError(f"--modules: not standard-library source modules: "
-                             f"{', '.join(unknown)}", hint=MODULES_HINT)
-    for folder in args.ingest:
-        if not folder.is_dir():
-            raise UsageError(f"--ingest {folder}: not a directory",
-                             hint="give a folder of Markdown or text files")
-
-
-def _prepare(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
-    from kg_fuse.server.startup.prepare import prepare
-
-    try:
-        prepare(graph, corpus=args.corpus, modules=args.modules,
-                        ingest=list(args.ingest), ontology=args.ontology, progress=True)
-    except ValueError as exc:  # --modules naming something the corpus cannot read
-        raise UsageError(str(exc), hint=MODULES_HINT) from None
-
-
 def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, made here so it is created with ``IPPROTO_TCP``: asyncio
     sets ``TCP_NODELAY`` on accepted connections only when the socket says it is TCP
@@ -344,22 +258,14 @@ def _log_to(log_file: Path) -> None:
     os.close(fd)
 
 
-def _make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
-    """Keep the store and the logs from other local users (an install made before this
-    was kept is fixed here, and the log says so once)."""
-    files = paths.server_private_files(data_dir) + ([log_file] if log_file else [])
-    owner_only.log_fixed(owner_only.private_dirs(paths.server_private_dirs(data_dir))
-                      + owner_only.private_files(files))
-
-
 def serve_command(args: argparse.Namespace) -> int:
     """Open or build the store, calibrate if needed, then serve until interrupted."""
-    absolute_paths(args)
-    leave_working_directory()  # a server started inside a mount would keep it busy
+    console.absolute_paths(args)
+    console.leave_working_directory()  # a server started inside a mount would keep it busy
     if not _is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"refusing to listen on non-loopback host {args.host!r}",
                          hint="add --allow-remote if the API should leave this machine")
-    _check_inputs(args)
+    open_store.check_inputs(args)
     pid_file = paths.server_pid_path(args.data_dir)
     lifecycle.refuse_second(args.data_dir)
     try:
@@ -382,16 +288,13 @@ def serve_command(args: argparse.Namespace) -> int:
     # uvicorn re-raises SIGTERM after its clean shutdown; as SystemExit, the pid file and
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
-    _make_private(args.data_dir, args.log_file)
-    from kg_fuse.server.startup import reembed
-
-    if reembed.swap_in_ready(paths.server_db_path(args.data_dir)):
-        log.info("serving the store re-embedded while the last server ran")
-    graph = _open_graph(args.data_dir, args.model)
+    open_store.make_private(args.data_dir, args.log_file)
+    open_store.put_reembedded_in_place(args.data_dir)
+    graph = open_store.open_graph(args.data_dir, args.model)
     try:
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
             graph.embedder.load()
-            _prepare(graph, args)
+            open_store.build(graph, args)
             ensure_credentials(graph.store, paths.server_credentials_path(args.data_dir),
                                api_url)
             app = create_app(graph, token_ttl(args.token_ttl))
@@ -446,18 +349,18 @@ def credentials_command(args: argparse.Namespace) -> int:
 
 def index_command(args: argparse.Namespace) -> int:
     """Build or refresh the store (with a progress bar) without serving."""
-    _check_inputs(args)
+    open_store.check_inputs(args)
     _setup_logging()
-    _make_private(args.data_dir)
-    if _reembed_if_asked(args):
-        where = _data_dir_option(args.data_dir)
+    open_store.make_private(args.data_dir)
+    if open_store.reembed_if_asked(args):
+        where = open_store.data_dir_option(args.data_dir)
         print(f"re-embedded with {args.model}; the running server still serves the old "
               f"store: restart it to serve the new one: kg-fuse server stop{where} && "
               f"kg-fuse server start{where}")
         return 0
-    graph = _open_graph(args.data_dir, args.model)
+    graph = open_store.open_graph(args.data_dir, args.model)
     try:
-        _prepare(graph, args)
+        open_store.build(graph, args)
         print(f"index ready: {len(graph.index)} concepts in {graph.store.path} "
               f"(default threshold {graph.default_threshold():.2f})")
     finally:
@@ -496,7 +399,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     _setup_logging()
     from kg_fuse.server.threshold.calibrate import format_report
 
-    graph = _open_graph(args.data_dir)
+    graph = open_store.open_graph(args.data_dir)
     try:
         graph.reload_index()
         if not len(graph.index):

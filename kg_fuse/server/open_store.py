@@ -1,0 +1,131 @@
+"""The store a server command works on, made ready: its inputs checked, kept private, a
+re-embedded copy put in place (or made, for ``index --model``), opened with its model
+checked, then built.
+
+The commands (:mod:`.server_commands`) say what to do and what to print; this says how a
+store gets ready for them, from their arguments, in the words of the command line (its
+errors name ``--modules``, ``--ingest``, ``--data-dir``). The work itself is
+:mod:`.startup`'s. Like the commands, it imports nothing heavy at module level: the FUSE
+client imports them to build its parser, and ``server start`` checks its inputs here
+without loading the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kg_fuse import owner_only, paths
+from kg_fuse.exits import UsageError
+from kg_fuse.server import lifecycle
+
+if TYPE_CHECKING:
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
+
+log = logging.getLogger(__name__)
+
+MODULES_HINT = "--modules takes standard-library modules written in Python, e.g. gzip,json"
+
+
+def data_dir_option(data_dir: Path | None) -> str:
+    """`` --data-dir DIR`` for a command a message names; nothing for the default."""
+    return f" --data-dir {data_dir.resolve()}" if data_dir is not None else ""
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """Refuse a bad --model (or a model not installed), --modules or --ingest before
+    opening (or creating) a store, and before ``server start`` detaches."""
+    from kg_fuse.server.embedding.models import resolve
+
+    resolve(args.model)
+    if args.modules and args.corpus == "stdlib":
+        from kg_fuse.server.corpus.stdlib import discover_modules
+
+        unknown = sorted(set(args.modules) - set(discover_modules()))
+        if unknown:
+            raise UsageError(f"--modules: not standard-library source modules: "
+                             f"{', '.join(unknown)}", hint=MODULES_HINT)
+    for folder in args.ingest:
+        if not folder.is_dir():
+            raise UsageError(f"--ingest {folder}: not a directory",
+                             hint="give a folder of Markdown or text files")
+
+
+def make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
+    """Keep the store and the logs from other local users (an install made before this
+    was kept is fixed here, and the log says so once)."""
+    files = paths.server_private_files(data_dir) + ([log_file] if log_file else [])
+    owner_only.log_fixed(owner_only.private_dirs(paths.server_private_dirs(data_dir))
+                      + owner_only.private_files(files))
+
+
+def put_reembedded_in_place(data_dir: Path | None) -> None:
+    """At ``serve``: the store re-embedded while the last server ran takes the old one's
+    place before anything opens it (:func:`.startup.reembed.swap_in_ready`)."""
+    from kg_fuse.server.startup import reembed
+
+    if reembed.swap_in_ready(paths.server_db_path(data_dir)):
+        log.info("serving the store re-embedded while the last server ran")
+
+
+def reembed_if_asked(args: argparse.Namespace) -> bool:
+    """``index --model NAME`` on a store another model embedded: re-embed it (all or
+    nothing; :mod:`.startup.reembed`). Returns whether a running server must be restarted
+    to serve it; with no server running, the new store is in place."""
+    from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.embedding.models import resolve
+    from kg_fuse.server.startup import model_record, reembed
+    from kg_fuse.server.storage.store import read_setting_at
+
+    db = paths.server_db_path(args.data_dir)
+    running = lifecycle.read_record(paths.server_pid_path(args.data_dir)) is not None
+    if not running and reembed.swap_in_ready(db):
+        log.info("a store re-embedded earlier is in place")
+    if args.model is None or not db.exists():
+        return False
+    raw = read_setting_at(db, model_record.MODEL_KEY)
+    stored = json.loads(raw).get("name") if raw else None
+    spec = resolve(args.model)
+    if stored in (None, spec.name):
+        return False  # a new store, a store of this model, or one from before the record
+    embedder = Embedder(spec)
+    embedder.load()
+    reembed.reembed(db, embedder, server_running=running)
+    return running
+
+
+def open_graph(data_dir: Path | None, model_name: str | None = None) -> KnowledgeGraph:
+    """The store and the model to embed with: ``model_name``, or the one the store's
+    vectors were made by (the default for a new store). A store another model embedded
+    is refused, naming the command that re-embeds it (:mod:`.startup.model_record`)."""
+    from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.embedding.models import resolve
+    from kg_fuse.server.knowledge.graph import KnowledgeGraph
+    from kg_fuse.server.startup import model_record
+    from kg_fuse.server.storage.store import Store
+
+    if model_name is not None:
+        resolve(model_name)  # an unknown or missing model: one line, before the store
+    store = Store(paths.server_db_path(data_dir))
+    try:
+        spec = resolve(model_name or model_record.stored_name(store))
+        model_record.check(store, spec, data_dir_option(data_dir))
+    except BaseException:
+        store.close()
+        raise
+    return KnowledgeGraph(store, Embedder(spec))
+
+
+def build(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
+    """Build what the store lacks from the corpus options in ``args``, load it, calibrate
+    if needed (:func:`.startup.prepare.prepare`)."""
+    from kg_fuse.server.startup.prepare import prepare
+
+    try:
+        prepare(graph, corpus=args.corpus, modules=args.modules,
+                ingest=list(args.ingest), ontology=args.ontology, progress=True)
+    except ValueError as exc:  # --modules naming something the corpus cannot read
+        raise UsageError(str(exc), hint=MODULES_HINT) from None

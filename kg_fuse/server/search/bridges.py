@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kg_fuse.server.search import tuning
 from kg_fuse.server.search.lexicon import POS_FILES, Synset, WordNet
-from kg_fuse.server.search.words import STOPWORDS, Vocabulary, tokens
+from kg_fuse.server.search.words import MAX_BRIDGES, STOPWORDS, Vocabulary, tokens
 
 #: What a bridge carries of the word's weight, by relation.
 BRIDGE_FACTORS = tuning.BRIDGE_FACTORS.value
@@ -30,7 +30,6 @@ SHOWN_VIAS = ("corpus", "form", "typo", "name", "synonym", "broader")
 SHOWN_MIN_FACTOR = tuning.SHOWN_MIN_FACTOR.value
 SENSES = tuning.SENSES.value
 SENSE_DECAY = tuning.SENSE_DECAY.value
-MAX_BRIDGES = tuning.MAX_BRIDGES.value
 MIN_WORD_CHARS = tuning.MIN_WORD_CHARS.value
 #: A definition's word bridges only when it names a thing or an action, and a specific
 #: one: at most this many meanings in all ("omelet", "fried"; not "form", "large").

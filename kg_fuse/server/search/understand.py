@@ -35,7 +35,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kg_fuse.server.search import tuning
-from kg_fuse.server.search.bridges import Bridge, base_form_terms, meaning_bridges
+from kg_fuse.server.search.bridges import (
+    MIN_WORD_CHARS,
+    Bridge,
+    base_form_terms,
+    meaning_bridges,
+)
 from kg_fuse.server.search.lexicon import WordNet
 from kg_fuse.server.search.words import (
     STOPWORDS,
@@ -70,7 +75,6 @@ SUPPORT = tuning.SUPPORT.value
 EMBEDDED_BRIDGES = tuning.EMBEDDED_BRIDGES.value
 EMBEDDED_VIAS = ("synonym", "broader")  # (a related word may be another sense's)
 EMBED_BRIDGES_UP_TO = tuning.EMBED_BRIDGES_UP_TO.value
-MIN_WORD_CHARS = tuning.MIN_WORD_CHARS.value
 MIN_FORM_CHARS = tuning.MIN_FORM_CHARS.value
 
 

@@ -214,9 +214,9 @@ def main() -> int:
     args = parser.parse_args()
     corpora = sets_by_corpus()
     wanted = args.corpus or list(corpora)
-    models = args.model or [line.split()[1] if line.startswith("*") else line.split()[0]
-                            for line in Runner(None, args.work / "list").run(
-                                "model", "list").stdout.splitlines() if line.strip()]
+    listed = Runner(None, args.work / "list").run("model", "list").stdout.splitlines()
+    models = args.model or [line.lstrip("* ").split()[0]  # "*" marks the model in use
+                            for line in listed[1:] if line.strip()]  # under the header
     results: dict[str, dict] = {}
     runs: list[tuple[str, Path | None, str | None]] = [(m, None, m) for m in models]
     if args.reference:

@@ -41,6 +41,22 @@ def _too_large(cap: int) -> JSONResponse:
                         status_code=413)
 
 
+def _declared_over(scope: Scope, cap: int) -> bool:
+    """Whether the request's Content-Length says more than ``cap`` (one that is not a
+    number counts as more: the body cannot be trusted to stop)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                declared = cap + 1
+            if declared > cap:
+                log.info("refused a %s-byte body to %s", shown(value, 20),
+                         shown(scope["path"], 100))
+                return True
+    return False
+
+
 class BodySizeLimit:
     """ASGI middleware: 413 when Content-Length or the streamed body exceeds the cap."""
 
@@ -52,17 +68,9 @@ class BodySizeLimit:
             await self.app(scope, receive, send)
             return
         cap = body_cap(scope["path"])
-        for name, value in scope.get("headers", []):
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    declared = cap + 1
-                if declared > cap:
-                    log.info("refused a %s-byte body to %s", shown(value, 20),
-                             shown(scope["path"], 100))
-                    await _too_large(cap)(scope, receive, send)
-                    return
+        if _declared_over(scope, cap):
+            await _too_large(cap)(scope, receive, send)
+            return
         received = 0
         started = False
 

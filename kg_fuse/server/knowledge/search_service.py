@@ -8,7 +8,7 @@ Methods are blocking; the route calls them in a worker thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from kg_fuse.server.search import lexicon
 from kg_fuse.server.search.generations import GenerationCache
@@ -16,7 +16,7 @@ from kg_fuse.server.search.searcher import NearMiss, Searcher
 from kg_fuse.server.search.understand import QueryReading
 from kg_fuse.server.storage import reads
 from kg_fuse.server.storage.store import Store
-from kg_fuse.server.threshold.default import DefaultThreshold
+from kg_fuse.server.threshold.default import DefaultThreshold, ThresholdSource
 
 #: Concept summaries kept for search results (a few hundred bytes each).
 SUMMARIES = 8192
@@ -49,8 +49,7 @@ class SearchAnswer:
     query: str
     offset: int
     threshold: float
-    #: "request": the search named its threshold; "default": it inherited the default
-    threshold_source: Literal["request", "default"]
+    threshold_source: ThresholdSource
     presets: dict[str, float]
     hits: list[Hit]
     reading: QueryReading
@@ -85,11 +84,9 @@ class SearchService:
 
     def answer(self, query: str, min_similarity: float | None, limit: int, offset: int,
                ontology: str | None, evidence: bool = False) -> SearchAnswer:
-        """Search at ``min_similarity``, or at the default when it is None."""
-        if min_similarity is None:
-            threshold, source = self.threshold.default(), "default"
-        else:
-            threshold, source = min_similarity, "request"
+        """Search at ``min_similarity``, or at the default when it is None
+        (:meth:`DefaultThreshold.for_search`)."""
+        threshold, source = self.threshold.for_search(min_similarity)
         outcome = self.searcher.search(query, threshold, limit, offset, ontology)
         near = outcome.near_miss
         ids = [cid for cid, _ in outcome.page] + [cid for cid, _ in outcome.closest]

@@ -12,6 +12,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from kg_fuse.server.search.searcher import Searcher
 from kg_fuse.server.storage import reads
@@ -20,6 +21,9 @@ from kg_fuse.server.threshold import calibrate, presets
 from kg_fuse.server.threshold.keys import CALIBRATION_KEY, PROVENANCE_KEY, THRESHOLD_KEY
 
 log = logging.getLogger(__name__)
+
+#: Whose threshold a search ran at: "request", it named one; "default", it inherited it.
+ThresholdSource = Literal["request", "default"]
 
 
 def _now() -> str:
@@ -68,6 +72,13 @@ class DefaultThreshold:
         """The threshold a search that names none inherits."""
         stored = self.stored()
         return calibrate.FALLBACK_THRESHOLD if stored is None else stored
+
+    def for_search(self, requested: float | None) -> tuple[float, ThresholdSource]:
+        """The threshold a search runs at, and whose it is: the one the request named
+        (it overrides the default for that search alone), else the default it inherits."""
+        if requested is None:
+            return self.default(), "default"
+        return requested, "request"
 
     def set(self, value: float, provenance: dict | None = None) -> None:
         """Store the default; without ``provenance`` it is an administrator's value."""

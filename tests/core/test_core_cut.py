@@ -3,16 +3,12 @@ away from the best one, on the real app and the real model (kernel-free tier).""
 
 from __future__ import annotations
 
-import json
-
-import httpx
-
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.listing.execute import execute
 from kg_fuse.listing.plan import Level, QueryPlan
 from kg_fuse.listing.presets import PRESET_SIZES
 from tests.core.test_core_parts import CountingTransport
-from tests.helpers.core import API_URL, Core
+from tests.helpers.core import API_URL, Core, SearchAnswersRewritten
 
 NARROW = "compress data with gzip"  # gzip.compress, then a drop
 BROAD = "compression"  # every compression module, close together
@@ -143,26 +139,18 @@ async def test_the_first_ls_makes_no_more_requests_than_the_listing_shows(core: 
     assert details == len(listed) < 50
 
 
-class PlatformShape(httpx.AsyncBaseTransport):
-    """The real app's answers cut to the platform's contract: a search response with
+def platform_shape(body: dict) -> dict:
+    """The real app's answer cut to the platform's contract: a search response with
     none of the embedded server's own fields (presets, readings, near misses)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        if request.url.path != "/query/search" or response.status_code != 200:
-            return response
-        body = json.loads(await response.aread())
-        stripped = {k: v for k, v in body.items() if k in CONTRACT_FIELDS}
-        assert stripped != body  # the embedded server does send more
-        return httpx.Response(200, json=stripped)
+    stripped = {k: v for k, v in body.items() if k in CONTRACT_FIELDS}
+    assert stripped != body  # the embedded server does send more
+    return stripped
 
 
 async def test_the_cut_is_the_same_against_the_platform_s_api_shape(core: Core) -> None:
+    shaped = SearchAnswersRewritten(core.server.transport(), platform_shape)
     platform = KgApiClient(API_URL, core.server.credentials_of("user"), timeout=60,
-                           transport=PlatformShape(core.server.transport()))
+                           transport=shaped)
     try:
         for text in (NARROW, BROAD):
             plan = QueryPlan((Level(text, None),), 50, size=PRESET_SIZES["standard"])

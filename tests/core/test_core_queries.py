@@ -4,11 +4,9 @@ basics, where the kernel added nothing to what these check)."""
 from __future__ import annotations
 
 import errno
-import json
 import os
 import tomllib
 
-import httpx
 import pyfuse3
 import pytest
 import yaml
@@ -18,7 +16,7 @@ from kg_fuse.fs.mount import assemble
 from kg_fuse.fs.queries.saved import QueryStore
 from kg_fuse.listing.execute import execute
 from kg_fuse.listing.plan import Level, QueryPlan
-from tests.helpers.core import API_URL, Core, mount_options
+from tests.helpers.core import API_URL, Core, SearchAnswersRewritten, mount_options
 from tests.helpers.driver import CTX, FsDriver
 
 RELEVANT = "compress data with gzip"
@@ -116,26 +114,17 @@ async def test_a_score_of_0_is_no_match_even_at_threshold_0(core: Core) -> None:
         assert front_matter(text)["score"] > 0
 
 
-class ZeroTail(httpx.AsyncBaseTransport):
+def zero_tail(body: dict) -> dict:
     """A server that lists concepts scoring 0 at threshold 0 (as the embedded one did):
     every result after the first three of a search scores 0."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        if request.url.path != "/query/search" or response.status_code != 200:
-            return response
-        body = json.loads(await response.aread())
-        for result in body["results"][3:]:
-            result["score"] = 0.0
-        return httpx.Response(200, json=body)
+    for result in body["results"][3:]:
+        result["score"] = 0.0
+    return body
 
 
 async def test_the_mount_lists_no_concept_a_server_scores_0(core: Core) -> None:
     zeros = KgApiClient(API_URL, core.server.credentials_of("user"), timeout=60,
-                        transport=ZeroTail(core.server.transport()))
+                        transport=SearchAnswersRewritten(core.server.transport(), zero_tail))
     try:
         outcome = await execute(zeros, QueryPlan((Level(RELEVANT, 0.0),), 50))
         assert len(outcome.hits) == 3 and all(hit.score > 0 for hit in outcome.hits)

@@ -4,7 +4,8 @@ assembles it (the fixtures that make them are in ``tests/core/conftest.py``)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,23 @@ class ServerApp:
                 response.raise_for_status()
                 http.headers["Authorization"] = f"Bearer {response.json()['access_token']}"
             yield http
+
+
+
+class SearchAnswersRewritten(httpx.AsyncBaseTransport):
+    """Fault injection over the real app: each successful search's body rewritten by
+    ``rewrite`` (another server's behaviour); every other request passes untouched."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport,
+                 rewrite: Callable[[dict], dict]) -> None:
+        self.inner = inner
+        self.rewrite = rewrite
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path != "/query/search" or response.status_code != 200:
+            return response
+        return httpx.Response(200, json=self.rewrite(json.loads(await response.aread())))
 
 
 @dataclass

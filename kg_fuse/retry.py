@@ -22,7 +22,7 @@ server; which failures are worth waiting on is the client's to say
   failure, or the last listing marked stale, at once; when it ends one caller fetches
   and the others wait for that fetch's outcome;
 - the server default after a failed lookup (``fs/queries/watcher.py``);
-- an upload from ``ingest/``, and the status of its job (``fs/tree/ingest.py``: while the
+- an upload from ``ingest/``, and the status of its job (``fs/queries/ingest.py``: while the
   server answers, a running job is asked every ``SERVER_RETRY.initial`` seconds);
 - ``kg-fuse server start`` waiting for the new server to answer (``delays``).
 

@@ -317,7 +317,8 @@ def _mount_state(mountpoint: Path, refusal: str) -> tuple[str, MountEntry | None
     entry = mounts.mounted_at(mountpoint)
     if entry is not None and not entry.is_kg_fuse:
         raise CommandError(f"{mountpoint} is not a kg-fuse mount: a {entry.fstype} "
-                           f"filesystem is mounted there", hint=refusal)
+                           f"filesystem from {entry.source!r} is mounted there",
+                           hint=refusal)
     try:
         os.statvfs(mountpoint)  # always reaches the filesystem process (no kernel cache)
     except OSError as exc:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from kg_fuse.fs.kernel import mounts
 from tests.helpers.mount import fuse_available, wait_for
 
 UPSTREAM = os.environ.get("KG_FUSE_UPSTREAM")
@@ -95,3 +97,20 @@ def test_the_platform_client_against_our_server(upstream) -> None:
     assert victim not in os.listdir(documents)
     time.sleep(0.5)
     assert "Traceback" not in log_path.read_text(errors="replace")
+
+
+def test_status_and_unmount_leave_the_platform_clients_mount_alone(upstream) -> None:
+    """The platform's client also calls itself kg-fuse (type ``fuse``, source
+    ``kg-fuse``): ``kg-fuse status`` and ``unmount`` refuse its mount and leave it, and
+    its process, running."""
+    _server, mountpoint, _log = upstream
+    entry = mounts.mounted_at(mountpoint)
+    assert entry is not None and entry.source == "kg-fuse", entry  # it claims our name
+    for command in ("status", "unmount"):
+        result = subprocess.run([sys.executable, "-m", "kg_fuse.cli", command,
+                                 str(mountpoint)], capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert result.returncode == 1, result
+        assert f"{mountpoint} is not a kg-fuse mount" in result.stderr, result.stderr
+        assert os.path.ismount(mountpoint)
+    assert "ontology" in os.listdir(mountpoint)  # still served by its process

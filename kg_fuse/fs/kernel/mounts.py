@@ -33,9 +33,10 @@ class MountEntry:
 
     @property
     def is_kg_fuse(self) -> bool:
-        """Mounted by kg-fuse (alive or dead: a dead mount keeps its line)."""
-        return self.fstype == f"fuse.{SUBTYPE}" or (
-            self.fstype == "fuse" and self.source in (FSNAME, f"{SUBTYPE}#{FSNAME}"))
+        """Mounted by kg-fuse (alive or dead: a dead mount keeps its line), told by its
+        type alone. The platform's own FUSE client also calls itself kg-fuse, but mounts
+        with no subtype (type ``fuse``, source ``kg-fuse``): its mounts are not ours."""
+        return self.fstype == f"fuse.{SUBTYPE}"
 
 
 def _unescape(field: str) -> str:

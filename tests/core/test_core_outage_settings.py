@@ -8,6 +8,7 @@ from __future__ import annotations
 import tomllib
 
 import httpx
+import pytest
 
 from tests.helpers.core import Core
 
@@ -74,3 +75,29 @@ async def test_a_setting_written_while_the_server_is_down_waits_for_it(core: Cor
     assert "pending" not in lines and lines["fetched"].endswith("(fresh)")
     assert lines["threshold used by the server"] == "0.5"
     assert lines["cut"] == "none: an explicit threshold lists every match above it"
+
+
+# Regression test (issue 39): once the server's content had changed, an ontology's
+# documents listing failed with "Connection refused" during an outage, while the query
+# listings beside it were served from what was held.
+@pytest.mark.fresh_server
+async def test_the_catalog_last_listed_is_served_while_the_server_is_down(core: Core
+                                                                          ) -> None:
+    switch = Switch(core.server.transport())
+    core.client._http._transport = switch  # noqa: SLF001 - the server goes away here
+    ontologies = await core.fs.listdir("ontology")
+    ontology = next(name for name in ontologies if not name.startswith("."))
+    documents = await core.fs.listdir(f"ontology/{ontology}/documents")
+    assert documents
+    await core.service.server.poll()  # the epoch as it is now
+    async with core.server.http("admin") as http:  # someone else changes the content
+        (await http.post("/ontology/", json={"name": "Notes added meanwhile"})
+         ).raise_for_status()
+    assert await core.service.server.poll()  # this mount notices
+
+    switch.down = True
+    assert await core.fs.listdir(f"ontology/{ontology}/documents") == documents
+    assert await core.fs.listdir("ontology") == ontologies  # as last listed
+
+    switch.down = False
+    assert "Notes added meanwhile" in await core.fs.listdir("ontology")

@@ -3,7 +3,11 @@ changes. Document contents are cached by id: ids are content hashes, so never st
 
 Every server name appears under a valid, unique file name that it keeps for the life of
 the mount (an ontology named ``a/b`` is listed as ``a∕b``); the catalog maps file names
-back to the server's names for every call that needs them."""
+back to the server's names for every call that needs them.
+
+A change of the server's content drops what is held, but keeps it as a fallback: while
+the server is down or failing, the ontologies and documents last listed are served, as
+query listings are (``results.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import trio
 
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.errors import RETRIED
 from kg_fuse.client.models import CatalogNode
 from kg_fuse.fs.kernel.names import NameRegistry, valid_file_name
 
@@ -52,6 +57,9 @@ class Catalog:
         self._ontologies: dict[str, CatalogNode] | None = None  # by file name
         self._ontology_names = NameRegistry(ontology_file_name)
         self._documents: dict[str, dict[str, DocumentEntry]] = {}
+        # what was held when the content changed: served while the server cannot answer
+        self._last_ontologies: dict[str, CatalogNode] | None = None
+        self._last_documents: dict[str, dict[str, DocumentEntry]] = {}
         self._names: dict[str, NameRegistry] = {}
         self._content: dict[str, bytes] = {}
         self._content_bytes = 0
@@ -59,18 +67,29 @@ class Catalog:
         self._lock = trio.Lock()
 
     def invalidate(self) -> None:
-        """The server's content changed."""
+        """The server's content changed: what is held becomes the fallback."""
+        if self._ontologies is not None:
+            self._last_ontologies = self._ontologies
+        self._last_documents |= self._documents
         self._ontologies = None
-        self._documents.clear()
+        self._documents = {}
 
     async def ontologies(self) -> dict[str, CatalogNode]:
-        """Every ontology by file name (all pages of the catalog)."""
+        """Every ontology by file name (all pages of the catalog); the last ones listed
+        while the server is down or failing."""
         if self._ontologies is None:
             async with self._lock:
                 if self._ontologies is None:
-                    nodes = await self._client.catalog_all()
+                    try:
+                        nodes = await self._client.catalog_all()
+                    except RETRIED as exc:
+                        if self._last_ontologies is None:
+                            raise
+                        log.warning("serving the ontologies last listed: %s", exc)
+                        return self._last_ontologies
                     self._ontologies = {self._ontology_names.name_for(n.id, n.name): n
                                         for n in nodes}
+                    self._last_ontologies = None
         return self._ontologies
 
     async def ontology(self, file_name: str) -> CatalogNode | None:
@@ -103,6 +122,16 @@ class Catalog:
         cached = self._documents.get(ontology)
         if cached is not None:
             return cached
+        try:
+            return await self._fetch_documents(ontology)
+        except RETRIED as exc:
+            last = self._last_documents.get(ontology)
+            if last is None:
+                raise
+            log.warning("serving the documents of %r last listed: %s", ontology, exc)
+            return last
+
+    async def _fetch_documents(self, ontology: str) -> dict[str, DocumentEntry]:
         node = await self.ontology(ontology)
         if node is None:
             return {}
@@ -125,6 +154,7 @@ class Catalog:
             entries[file_name] = DocumentEntry(file_name, doc.id, doc.created_ns or seen,
                                                doc.warnings)
         self._documents[ontology] = entries
+        self._last_documents.pop(ontology, None)
         return entries
 
     async def document(self, ontology: str, document_id: str) -> DocumentEntry | None:

@@ -219,20 +219,53 @@ class Evidence:
     quote: str
     document: str  # on the platform: the ontology the source belongs to
     paragraph: int | None  # the number of the source chunk the quote comes from
-    filename: str | None = None
+    filename: str | None = None  # the document the quote comes from
     full_text: str = ""  # the whole chunk, which may hold several paragraphs
 
     @classmethod
-    def parse(cls, raw: Any) -> Evidence:
+    def parse(cls, raw: Any, provenance: dict[str, str] | None = None) -> Evidence:
+        """``provenance``: the concept's documents, file name by document id."""
         inst = _object(raw, "concept instance")
         paragraph = inst.get("paragraph")
         return cls(
             quote=_text(inst.get("quote"), ""),
             document=_text(inst.get("document"), ""),
             paragraph=paragraph if isinstance(paragraph, int) else None,
-            filename=_text(inst.get("filename"), None),
+            filename=_source_document(inst, provenance or {}),
             full_text=_text(inst.get("full_text"), ""),
         )
+
+
+def _provenance(body: dict[str, Any]) -> dict[str, str]:
+    """A concept's ``provenance.documents``: file name by document id (ignored when
+    malformed: it only names the evidence's files)."""
+    prov = body.get("provenance")
+    docs = prov.get("documents") if isinstance(prov, dict) else None
+    return {doc["document_id"]: doc["filename"] for doc in docs or []
+            if isinstance(doc, dict) and isinstance(doc.get("document_id"), str)
+            and isinstance(doc.get("filename"), str) and doc["filename"]}
+
+
+def _hex(document_id: str) -> str:
+    return document_id.split(":", 1)[-1]
+
+
+def _source_document(inst: dict[str, Any], provenance: dict[str, str]) -> str | None:
+    """The file an instance's quote comes from. The platform's ``filename`` is any
+    document of the instance's ontology, not its own (its OPTIONAL MATCH workaround), so
+    the concept's provenance is asked first: a source id starts with its document's
+    content hash (``sha256:16ad4_chunk1`` on the platform, ``16ad499a…_chunk1`` on the
+    embedded server); a concept from one document has all its evidence from it."""
+    source = inst.get("source_id")
+    stem = _hex(source.rsplit("_chunk", 1)[0]) if isinstance(source, str) else ""
+    if len(stem) >= 5:
+        owners = [name for doc_id, name in provenance.items()
+                  if _hex(doc_id).startswith(stem)]
+        if len(owners) == 1:
+            return owners[0]
+    if len(set(provenance.values())) == 1:
+        return next(iter(provenance.values()))
+    return _text(inst.get("filename"), None)
 
 
 @dataclass(frozen=True)
@@ -268,10 +301,12 @@ class ConceptDetail:
     def parse(cls, raw: Any) -> ConceptDetail:
         where = "concept"
         body = _object(raw, where)
+        provenance = _provenance(body)
         return cls(
             **_concept_heading(body, where),
             signature=_text(body.get("signature"), ""),
-            evidence=tuple(Evidence.parse(item) for item in body.get("instances") or []),
+            evidence=tuple(Evidence.parse(item, provenance)
+                           for item in body.get("instances") or []),
             relationships=tuple(Relationship.parse(item, where)
                                 for item in body.get("relationships") or []),
         )

@@ -214,3 +214,44 @@ BAD_DETAIL = {
 def test_concept_detail_rejects_wrong_shapes(body):
     with pytest.raises(ServerFault):
         ConceptDetail.parse(body)
+
+
+def platform_concept(instances, provenance):
+    """A concept as the platform answers it (shape taken from a real answer): each
+    instance's ``filename`` is any document of its ontology, ``provenance`` is right."""
+    return {"concept_id": "sha256:2cb31_chunk1_8a92bea6", "label": "Knead bread dough",
+            "description": "", "search_terms": [], "embedding": None,
+            "documents": ["Kitchen"], "relationships": [],
+            "instances": [{"quote": "Knead bread dough until it is smooth.",
+                           "document": "Kitchen", "paragraph": 1, "full_text": None,
+                           **inst} for inst in instances],
+            "provenance": {"filename": None, "documents": [
+                {"document_id": doc_id, "filename": name, "source_type": None,
+                 "ingested_by": "1000", "source_count": 1}
+                for doc_id, name in provenance]}}
+
+
+BREAD = "sha256:2cb3151f08d80" + "0" * 44
+EGGS = "sha256:78e267980fadc" + "0" * 44
+
+
+def test_evidence_names_the_document_its_source_belongs_to_not_the_ontologys_first():
+    detail = ConceptDetail.parse(platform_concept(
+        [{"source_id": "sha256:2cb31_chunk1", "filename": "eggs.md"},
+         {"source_id": "sha256:78e26_chunk3", "filename": "eggs.md"}],
+        [(BREAD, "bread.md"), (EGGS, "eggs.md")]))
+    assert [e.filename for e in detail.evidence] == ["bread.md", "eggs.md"]
+
+
+def test_evidence_of_a_concept_from_one_document_names_it_whatever_its_source_ids():
+    detail = ConceptDetail.parse(platform_concept(
+        [{"source_id": "notes.md_chunk2", "filename": "eggs.md"}], [(BREAD, "bread.md")]))
+    assert [e.filename for e in detail.evidence] == ["bread.md"]
+
+
+def test_evidence_keeps_the_servers_filename_without_provenance_to_tell():
+    body = platform_concept([{"source_id": "x_chunk1", "filename": "eggs.md"}], [])
+    body["provenance"] = None
+    assert [e.filename for e in ConceptDetail.parse(body).evidence] == ["eggs.md"]
+    body["provenance"] = {"documents": [{"document_id": 3, "filename": None}]}  # malformed
+    assert [e.filename for e in ConceptDetail.parse(body).evidence] == ["eggs.md"]

@@ -119,6 +119,10 @@ class KgApiClient:
         (``Connection.reread``)."""
         self.api_url = api_url.rstrip("/")
         self.timeout = timeout
+        # Whether the server applies a search's ``ontology`` as the contract means it,
+        # learned from its first scoped answer (``kg_fuse.listing.execute``); None: not
+        # asked yet.
+        self.scopes: bool | None = None
         self._http = httpx.AsyncClient(
             auth=TokenAuth(f"{self.api_url}{TOKEN_PATH}", credentials, reread_credentials),
             base_url=self.api_url,

@@ -149,14 +149,22 @@ class SearchResponse:
     # and a threshold that lists the best of them
     near_misses: tuple[tuple[str, float], ...] = ()
     near_miss_threshold: float | None = None
+    # ours: how the server applied the request's ``ontology`` ("sources": by the
+    # concepts' sources, before paging, hints within it); None: it does not say (the
+    # platform, whose filter finds nothing: the listing filters by itself)
+    ontology_filter: str | None = None
 
     @property
     def suggestion(self) -> float | None:
-        """The threshold to suggest when few results came back: just below the best near
-        miss when the server names them (ours), else the contract's ``suggested_threshold``
-        (just below the *worst* near miss above 0.3, which may list much more)."""
+        """The threshold to suggest when few results came back: the least lowering that
+        lists something. Just below the best near miss: as our server names it, else the
+        ``top_match`` score rounded down to two places; the contract's
+        ``suggested_threshold`` (just below the *worst* near miss above 0.3, which may
+        list much more) only from a server that sends no ``top_match``."""
         if self.near_miss_threshold is not None:
             return self.near_miss_threshold
+        if self.top_match is not None:
+            return math.floor(self.top_match.score * 100) / 100
         return self.suggested_threshold
 
     @classmethod
@@ -200,6 +208,8 @@ def _reading_extras(body: dict) -> dict[str, Any]:
             (clean_text(hit["label"]), float(hit["score"])) for hit in near if _near_miss(hit))
     if _score(threshold):
         extras["near_miss_threshold"] = float(threshold)
+    if isinstance(body.get("ontology_filter"), str):
+        extras["ontology_filter"] = body["ontology_filter"]
     return extras
 
 

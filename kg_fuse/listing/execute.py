@@ -3,20 +3,28 @@
 A concept is listed when it matches every level (AND); its combined score is the
 *lowest* of its level scores, so a concept ranks as high as its weakest match. Union
 terms then add their matches (at the query's own threshold, scored by that term),
-exclude terms remove theirs, and the list is cut at the query's limit, or earlier where
-the scores fall away from the best one (``cut.py``: inheriting and preset thresholds
-only; an explicit threshold lists everything above it).
+exclude terms remove theirs (at the server default), and the list is cut where the
+scores fall away from the best one, at the threshold's listing size, or at
+``.meta/limit`` (``cut.py``).
 
 A score of 0 is no match: such hits are dropped (the embedded server lists none, even
 at threshold 0). Paging: the search API returns at most 100 results a call, so larger
-wants page with ``offset``. A scoped page can come back short on the platform (it
-filters after paging), so scoped paging only stops at an empty page, the want, or a scan
-cap.
+wants page with ``offset``.
+
+Scopes (an ontology directory, links): the contract's ``ontology`` filter is used only
+where the server says it applied it by the concepts' sources (the embedded server
+answers ``ontology_filter: "sources"``). The platform filters on a concept property its
+own ingest never sets, after paging, and computes its hints without the filter: the
+first scoped answer without that field teaches the client (``KgApiClient.scopes``) to
+search unscoped and keep the results whose ``documents`` name the ontology, paging on
+until it has its want or has scanned ``MAX_SCAN`` results. The unscoped answer's hints
+are kept only where they are in the scope (``_in_scope``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import trio
@@ -47,6 +55,8 @@ class LevelCount:
     text: str
     matches: int
     changed: int = 0
+    scope: tuple[str, ...] = ()  # the ontologies the term was searched in (all: empty)
+    outside: int = 0  # matches at its threshold outside the scope (as far as scanned)
 
 
 @dataclass
@@ -65,6 +75,7 @@ class _Searcher:
         self.primary: SearchResponse | None = None
         self.default_seen: float | None = None
         self.presets_seen: dict[str, float] | None = None
+        self.outside: dict[Level, int] = {}  # per scoped level: matches outside its scope
 
     async def _page(self, request: SearchRequest) -> SearchResponse:
         response = await self.client.search(request)
@@ -83,39 +94,78 @@ class _Searcher:
                 if best is None or hit.score > best.score:
                     found[hit.concept_id] = hit
             primary = False
+        if level.ontologies and not found and self.client.scopes:
+            self.outside[level] = await self._outside(level)
         return found
+
+    async def _scoped_page(self, request: SearchRequest) -> tuple[SearchResponse, bool]:
+        """One page of a scoped term, and whether the server applied the scope: asked
+        of the server until it answers without ``ontology_filter`` (then never again)."""
+        if self.client.scopes is not False:
+            response = await self._page(request)
+            if response.ontology_filter:
+                self.client.scopes = True
+                return response, True
+            log.info("the server did not say it filtered by %r's sources: scoped "
+                     "searches are filtered here from now on", request.ontology)
+            self.client.scopes = False
+        return await self._page(replace(request, ontology=None)), False
 
     async def _scan(self, level: Level, ontology: str | None, want: int, primary: bool
                     ) -> list[ConceptHit]:
         hits: list[ConceptHit] = []
+        outside = 0
         offset = 0
         while len(hits) < want and offset < MAX_SCAN:
             size = min(PAGE_SIZE_MAX, max(want - len(hits), 1))
             request = SearchRequest(level.text, limit=size, min_similarity=level.min_similarity,
                                     offset=offset, ontology=ontology)
-            response = await self._page(request)
+            if ontology is None:
+                response, by_server = await self._page(request), True
+            else:
+                response, by_server = await self._scoped_page(request)
             if primary and offset == 0:
-                self.primary = response
-            scored, last = _page_hits(response, ontology, size)
-            hits.extend(scored)
+                self.primary = response if by_server else _in_scope(response, ontology)
+            scored = _scored(response)
+            kept = scored if by_server else [h for h in scored if _belongs(h, ontology)]
+            outside += sum(1 for h in scored if not by_server
+                           and not any(_belongs(h, o) for o in level.ontologies))
+            hits.extend(kept)
             offset += size
-            if last:
+            if len(scored) < size:  # the ranking ended (or a score of 0 did)
                 break
+        if outside:  # each of a level's ontologies scans the same ranking
+            self.outside[level] = max(self.outside.get(level, 0), outside)
         return hits[:want]
 
+    async def _outside(self, level: Level) -> int:
+        """How many matches a term that the server scoped, with nothing in its scope,
+        has outside it (one unscoped page): the status never blames the threshold for
+        what the scope removed."""
+        response = await self._page(SearchRequest(level.text, limit=PAGE_SIZE_MAX,
+                                                  min_similarity=level.min_similarity))
+        return sum(1 for hit in _scored(response)
+                   if not any(_belongs(hit, o) for o in level.ontologies))
 
-def _page_hits(response: SearchResponse, ontology: str | None, size: int
-               ) -> tuple[list[ConceptHit], bool]:
-    """One page's hits that count (scored, in ``ontology``), and whether it is the last
-    page worth asking for."""
-    # a score of 0 is no match, at any threshold (a server may list them at 0); ranked
-    # best first, so nothing after one scores either
-    scored = [h for h in response.results if h.score > 0]
-    kept = [h for h in scored
-            if ontology is None or not h.ontologies or ontology in h.ontologies]
-    last = (len(scored) < len(response.results) or not response.results
-            or (ontology is None and len(response.results) < size))
-    return kept, last
+
+def _scored(response: SearchResponse) -> list[ConceptHit]:
+    """A page's hits that count: a score of 0 is no match, at any threshold (a server
+    may list them at 0); ranked best first, so nothing after one scores either."""
+    return [h for h in response.results if h.score > 0]
+
+
+def _belongs(hit: ConceptHit, ontology: str | None) -> bool:
+    return ontology is None or ontology in hit.ontologies
+
+
+def _in_scope(response: SearchResponse, ontology: str) -> SearchResponse:
+    """An unscoped answer's hints as far as they hold in the scope: its best near miss
+    when it is in the ontology; the rest (near misses by label, the suggestion and the
+    count below the threshold, all computed over every ontology) dropped."""
+    top = response.top_match
+    return replace(response, near_misses=(), near_miss_threshold=None,
+                   suggested_threshold=None, below_threshold_count=None,
+                   top_match=top if top is not None and _belongs(top, ontology) else None)
 
 
 @dataclass
@@ -141,21 +191,23 @@ async def _other_terms(searcher: _Searcher, plan: QueryPlan) -> _Terms:
                 nursery.start_soon(collect, level, terms.ancestors, index)
             for term in plan.union:
                 nursery.start_soon(collect, replace(plan.own, text=term), terms.union, term)
-            for term in plan.exclude:
-                nursery.start_soon(collect, replace(plan.own, text=term), terms.exclude,
-                                   term)
+            for term in plan.exclude:  # at the server default (plan.py)
+                nursery.start_soon(collect, replace(plan.own, text=term, min_similarity=None),
+                                   terms.exclude, term)
     return terms
 
 
-def _intersect(plan: QueryPlan, own: Matches, ancestors: dict[int, Matches]
-               ) -> tuple[Matches, list[LevelCount]]:
+def _intersect(plan: QueryPlan, own: Matches, ancestors: dict[int, Matches],
+               outside: dict[Level, int]) -> tuple[Matches, list[LevelCount]]:
     """The query's own matches that match every enclosing level, each scored by its
     weakest level; and each level's count."""
     enclosing = plan.levels[:-1]
     counts = [LevelCount("level", level.text, len(ancestors[i]),
-                         sum(1 for cid in own if cid not in ancestors[i]))
+                         sum(1 for cid in own if cid not in ancestors[i]),
+                         level.ontologies, outside.get(level, 0))
               for i, level in enumerate(enclosing)]
-    counts.append(LevelCount("level", plan.own.text, len(own)))
+    counts.append(LevelCount("level", plan.own.text, len(own), 0, plan.own.ontologies,
+                             outside.get(plan.own, 0)))
     combined: Matches = {}
     for cid, hit in own.items():
         if all(cid in ancestors[i] for i in range(len(enclosing))):
@@ -178,6 +230,15 @@ def _remove_excluded(combined: Matches, term: str, matches: Matches) -> LevelCou
     return LevelCount("exclude", term, len(matches), removed)
 
 
+def _reaches(ranked: Sequence[ConceptHit], own: Matches, union: dict[str, Matches]
+             ) -> list[float]:
+    """Each ranked result's reach: its best score among the terms searched at the query's
+    own threshold (its own term, the union terms), which the cut measures (``cut.py``)."""
+    def reach(cid: str) -> float:
+        return max(m[cid].score for m in (own, *union.values()) if cid in m)
+    return [reach(hit.concept_id) for hit in ranked]
+
+
 async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
     """Search every level and term of ``plan``, combine the matches, and cut the
     ranking."""
@@ -186,11 +247,12 @@ async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
     depth = MAX_MATCHES if nested else plan.limit
     own = await searcher.matches(plan.own, max(depth, plan.limit), primary=True)
     terms = await _other_terms(searcher, plan)
-    combined, counts = _intersect(plan, own, terms.ancestors)
+    combined, counts = _intersect(plan, own, terms.ancestors, searcher.outside)
     counts += [_add_union(combined, term, terms.union[term]) for term in plan.union]
     counts += [_remove_excluded(combined, term, terms.exclude[term]) for term in plan.exclude]
     ranked = sorted(combined.values(), key=lambda h: (-h.score, h.label, h.concept_id))
-    cut = relevance_cut([hit.score for hit in ranked], plan.size, plan.limit)
+    reaches = _reaches(ranked, own, terms.union)
+    cut = relevance_cut(reaches, plan.size, plan.limit)
     assert searcher.primary is not None
-    return PlanOutcome(ranked[: cut.kept], searcher.primary, searcher.default_seen,
-                       tuple(counts), searcher.presets_seen, cut)
+    return PlanOutcome([ranked[i] for i in cut.listed(reaches)], searcher.primary,
+                       searcher.default_seen, tuple(counts), searcher.presets_seen, cut)

@@ -59,8 +59,8 @@ class Role(enum.Enum):
 
     @property
     def is_term(self) -> bool:
-        """A union or exclude term: searched at the query's own threshold, not a level
-        of the chain."""
+        """A union or exclude term (searched at the query's own threshold, and at the
+        server default), not a level of the chain."""
         return self in (Role.UNION, Role.EXCLUDE)
 
 
@@ -78,8 +78,10 @@ class FilterLevel:
 @dataclass(frozen=True)
 class ThresholdExplanation:
     """Every threshold that filters one listing: the chain's levels, outermost first
-    (the query itself last), then its union and exclude terms (searched at the query's
-    own threshold). A concept is listed when it reaches every level's threshold."""
+    (the query itself last), then its union terms (searched at the query's own
+    threshold) and its exclude terms (at the server default: a concept that really
+    matches one is removed whatever the query's own threshold). A concept is listed when
+    it reaches every level's threshold."""
 
     levels: tuple[FilterLevel, ...]
     default: DefaultOrigin
@@ -110,9 +112,11 @@ def explain_thresholds(chain: Sequence[LevelSettings], union: Sequence[str],
         levels.append(FilterLevel(role, query.text, query.key, effective,
                                   query.auto_adjusted))
     own = levels[-1]
-    for role, terms in ((Role.UNION, union), (Role.EXCLUDE, exclude)):
-        levels += [FilterLevel(role, term, own.owner, own.effective, own.adjustment)
-                   for term in terms]
+    levels += [FilterLevel(Role.UNION, term, own.owner, own.effective, own.adjustment)
+               for term in union]
+    inherited = effective_threshold(None, None, default.value, default.presets)
+    levels += [FilterLevel(Role.EXCLUDE, term, own.owner, inherited, None)
+               for term in exclude]
     return ThresholdExplanation(tuple(levels), default)
 
 

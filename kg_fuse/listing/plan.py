@@ -3,9 +3,11 @@
 A query is a chain of levels (a nested query's ancestors, then itself). Each level's term
 is searched at that level's own effective threshold (``explain.py``) and restricted to
 that level's ontologies (its scope or links, OR between links); union and exclude terms
-are searched at the query's own threshold. The plan's ``size`` is the own threshold's
-listing size, where the cut stops at the latest (``cut.py``). Equal plans give equal
-listings, so a plan is also what a held listing was fetched for.
+are searched at the query's own threshold, exclude terms at the server default (so that
+raising the query's threshold never excludes less). The plan's ``size`` is the own
+threshold's listing size, where the cut stops at the latest (``cut.py``), or None when
+``.meta/limit`` was written: every match above the threshold, up to the limit. Equal
+plans give equal listings, so a plan is also what a held listing was fetched for.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kg_fuse.limits import DEFAULT_LIMIT
 from kg_fuse.listing.explain import Role, ThresholdExplanation
 from kg_fuse.listing.thresholds import effective_threshold
 
@@ -32,7 +35,7 @@ class QueryPlan:
     limit: int
     union: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    size: int | None = None  # the preset's listing size; None: all above the thresholds
+    size: int | None = None  # the threshold's listing size; None: all above it (the limit)
 
     @property
     def own(self) -> Level:
@@ -40,14 +43,16 @@ class QueryPlan:
 
 
 def plan_listing(explanation: ThresholdExplanation,
-                 ontologies: Sequence[tuple[str, ...]], limit: int) -> QueryPlan:
+                 ontologies: Sequence[tuple[str, ...]], limit: int | None) -> QueryPlan:
     """The searches behind a listing: each level of the chain at the threshold the
     explanation gives it, in its ``ontologies`` (one tuple per level), and how far the
-    ranking may be listed."""
+    ranking may be listed (``limit``: the one written to ``.meta/limit``, None when it
+    was not: the threshold's listing size applies)."""
     levels = tuple(Level(level.text, level.effective.min_similarity, where)
                    for level, where in zip(explanation.chain, ontologies, strict=True))
-    return QueryPlan(levels, limit, explanation.terms(Role.UNION),
-                     explanation.terms(Role.EXCLUDE), explanation.own.effective.listing_size)
+    size = explanation.own.effective.listing_size if limit is None else None
+    return QueryPlan(levels, limit or DEFAULT_LIMIT, explanation.terms(Role.UNION),
+                     explanation.terms(Role.EXCLUDE), size)
 
 
 def inheriting_plan(text: str, ontologies: tuple[str, ...], limit: int,

@@ -10,7 +10,9 @@
 - **Floored**: the zero-result auto-adjust at creation may lower an over-tight typed
   threshold, never below the server default (:func:`floor_adjust`).
 
-How far an inheriting or preset listing goes is ``cut.py``'s (``listing_size`` here).
+How far a listing goes is ``cut.py``'s: every listing is cut where its scores fall away
+from the best, at most at the size of the presets' band its threshold falls in
+(``listing_size``), so a higher threshold, whatever its source, never lists more.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kg_fuse.listing.presets import (
     PRESET_SIZES,
     PRESET_WORDS,
     STANDARD,
+    listing_size,
     preset_value,
 )
 
@@ -102,20 +105,12 @@ class EffectiveThreshold:
     source: ThresholdSource
     min_similarity: float | None
     preset: str | None = None
+    listing_size: int = PRESET_SIZES[STANDARD]  # the most it lists (presets.listing_size)
 
     @property
     def described(self) -> str:
         """'preset exact' / 'server default' / ... for status lines."""
         return f"preset {self.preset}" if self.preset else self.source.value
-
-    @property
-    def listing_size(self) -> int | None:
-        """How many results the listing shows at most before its relevance cut: the
-        preset's size for an inheriting or preset threshold, None (everything above
-        it) for an explicit one."""
-        if self.source is ThresholdSource.SERVER_DEFAULT:
-            return PRESET_SIZES[STANDARD]
-        return PRESET_SIZES[self.preset] if self.preset else None
 
     @property
     def may_list_noise(self) -> bool:
@@ -131,12 +126,14 @@ def effective_threshold(
     if isinstance(own, str):
         # Until the default is learned the search omits the field (server default).
         value = preset_value(own, server_default, presets)
-        return EffectiveThreshold(value, ThresholdSource.PRESET, value, own)
+        return EffectiveThreshold(value, ThresholdSource.PRESET, value, own,
+                                  PRESET_SIZES[own])
     if own is None:
         return EffectiveThreshold(server_default, ThresholdSource.SERVER_DEFAULT, None)
+    size = listing_size(own, server_default, presets)
     if auto_adjusted is not None:  # the stored record: cleared by any later write
-        return EffectiveThreshold(own, ThresholdSource.AUTO_ADJUSTED, own)
-    return EffectiveThreshold(own, ThresholdSource.OVERRIDE, own)
+        return EffectiveThreshold(own, ThresholdSource.AUTO_ADJUSTED, own, listing_size=size)
+    return EffectiveThreshold(own, ThresholdSource.OVERRIDE, own, listing_size=size)
 
 
 def auto_adjustable(threshold: Threshold) -> bool:

@@ -66,7 +66,14 @@ def test_search_response_with_nothing_found_and_a_suggestion():
     assert resp.below_threshold_count == 7
     assert resp.suggested_threshold == 0.31
     assert resp.top_match is not None and resp.top_match.score == 0.33
-    assert resp.suggestion == 0.31  # a platform server: its own suggestion
+    # a platform server: just below its best near miss, not its own suggestion (below
+    # its *worst* near miss, which lists every near miss: issue 39)
+    assert resp.suggestion == 0.33
+    weighing = SearchResponse.parse(search(results=[], count=0, suggested_threshold=0.32,
+                                           top_match=result(score=0.5871)))
+    assert weighing.suggestion == 0.58
+    no_top = SearchResponse.parse(search(results=[], count=0, suggested_threshold=0.32))
+    assert no_top.suggestion == 0.32
 
 
 def test_the_suggestion_is_just_below_the_best_near_miss_when_the_server_names_them():

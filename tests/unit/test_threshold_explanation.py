@@ -28,11 +28,12 @@ PARENT = SavedQuery(("compress data with gzip",), "compress data with gzip", thr
 CHILD = SavedQuery(("compress data with gzip", "read"), "read")
 
 
-def plan_of(explanation, limit: int = 50) -> QueryPlan:
-    """The plan a listing of these settings was fetched with (its own level's size)."""
+def plan_of(explanation, limit: int = 50, written: bool = False) -> QueryPlan:
+    """The plan a listing of these settings was fetched with (its own level's size; none
+    when ``.meta/limit`` was ``written``)."""
     return QueryPlan(tuple(Level(lv.text, lv.effective.min_similarity)
                            for lv in explanation.chain), limit,
-                     size=explanation.own.effective.listing_size)
+                     size=None if written else explanation.own.effective.listing_size)
 
 
 def status(query: SavedQuery, explanation, counts: tuple[LevelCount, ...]) -> dict[str, str]:
@@ -56,12 +57,15 @@ def test_every_level_of_a_nested_query_is_explained_with_its_source() -> None:
     assert describe_source(parent, ADMIN) == "own value"
 
 
-def test_union_and_exclude_terms_are_searched_at_the_query_s_own_threshold() -> None:
+def test_union_terms_follow_the_query_s_threshold_and_exclude_terms_the_default() -> None:
+    """An exclude term at the query's own threshold would exclude less as the threshold
+    rises, and a stricter query could list more (issue 39): it is at the default."""
     query = SavedQuery(("q",), "q", threshold="exact", union=("u",), exclude=("x",))
     explained = explain_thresholds([query], query.union, query.exclude, ADMIN)
     assert [lv.role for lv in explained.levels] == [Role.OWN, Role.UNION, Role.EXCLUDE]
-    assert {lv.effective.value for lv in explained.levels} == {0.6}
+    assert [lv.effective.value for lv in explained.levels] == [0.6, 0.6, 0.5]
     assert describe_source(explained.levels[1], ADMIN) == "preset exact: server default + 0.10"
+    assert describe_source(explained.levels[2], ADMIN, origin=False) == "server default"
 
 
 def test_the_stored_auto_adjustment_is_the_source_not_a_float_comparison() -> None:
@@ -163,8 +167,8 @@ def cut_status(query: SavedQuery, scores: list[float], size: int | None, limit: 
                ) -> dict[str, str]:
     explanation = explain_thresholds([query], (), (), ADMIN)
     response = SearchResponse(query.text, (), 0.5, None, None, None)
-    listing = ResultSet(plan_of(explanation, limit), response, 0.0, 0.0,
-                        cut=relevance_cut(scores, size, limit))
+    listing = ResultSet(plan_of(explanation, limit, query.limit is not None), response,
+                        0.0, 0.0, cut=relevance_cut(scores, size, limit))
     text = status_file(query, explanation, listing, None).decode()
     return dict(line.split(": ", 1) for line in text.splitlines())
 
@@ -177,12 +181,14 @@ def test_status_says_where_the_listing_was_cut_why_and_how_to_see_more() -> None
     flat = cut_status(query, [0.5] * 50, PRESET_SIZES["standard"])
     assert flat["cut"] == ("after 12 of at least 50 matches: the standard listing size is "
                            "12; the next match scores 0.50, within 0.16 of the best (0.50)")
-    assert flat["more"] == ("write 0.5 to .meta/threshold to list every match above it "
-                            "(up to .meta/limit, 50), or comprehensive for up to 25")
+    assert flat["more"] == ("write a number (up to 1000) to .meta/limit to list every "
+                            "match above the threshold 0.5, up to that many, or "
+                            "comprehensive for up to 25")
     exact = cut_status(SavedQuery(("q",), "q", threshold="exact"), [0.7] * 9,
                        PRESET_SIZES["exact"])
     assert exact["cut"].startswith("after 5 of 9 matches: the exact listing size is 5; ")
-    assert exact["more"].startswith("write 0.6 to .meta/threshold")
+    assert exact["more"].startswith("write a number (up to 1000) to .meta/limit to list "
+                                    "every match above the threshold 0.6")
 
 
 # Regression test (issue 34): past the score gap a larger preset lists the same files,
@@ -190,16 +196,15 @@ def test_status_says_where_the_listing_was_cut_why_and_how_to_see_more() -> None
 def test_more_offers_only_what_would_list_more() -> None:
     query = SavedQuery(("q",), "q")
     gap = cut_status(query, [0.91, 0.76, 0.72, 0.6], PRESET_SIZES["standard"])
-    assert gap["more"] == ("write 0.5 to .meta/threshold to list every match above it "
-                           "(up to .meta/limit, 50)")
-    limited = cut_status(SavedQuery(("q",), "q", limit=2), [0.9, 0.85, 0.5],
-                         PRESET_SIZES["standard"], limit=2)
-    assert limited["cut"].endswith("; .meta/limit is 2 too")  # the gap and the limit
+    assert gap["more"] == ("write a number (up to 1000) to .meta/limit to list every "
+                           "match above the threshold 0.5, up to that many")
+    limited = cut_status(SavedQuery(("q",), "q", limit=2), [0.9, 0.85, 0.5], None, limit=2)
+    assert limited["cut"] == "after 2 of at least 3 matches: .meta/limit is 2"
     assert limited["more"] == "write a larger number (up to 1000) to .meta/limit"
     widest = cut_status(SavedQuery(("q",), "q", threshold="comprehensive"), [0.5] * 30,
                         PRESET_SIZES["comprehensive"])
-    assert widest["more"] == ("write 0.44 to .meta/threshold to list every match above it "
-                              "(up to .meta/limit, 50)")
+    assert widest["more"] == ("write a number (up to 1000) to .meta/limit to list every "
+                              "match above the threshold 0.44, up to that many")
 
 
 # Regression test (issue 34): a listing the size stopped said 'the score falls from 0.72
@@ -219,9 +224,13 @@ def test_the_cut_says_truly_what_stopped_it() -> None:
 
 
 def test_status_of_an_explicit_threshold_or_a_limit() -> None:
-    own = SavedQuery(("q",), "q", threshold=0.3)
-    assert cut_status(own, [0.9, 0.4], None)["cut"] == (
-        "none: an explicit threshold lists every match above it")
+    own = SavedQuery(("q",), "q", threshold=0.3)  # below the default: comprehensive's size
+    assert cut_status(own, [0.9, 0.4], PRESET_SIZES["comprehensive"])["cut"] == (
+        "after 1 of 2 matches: the score falls from 0.90 to 0.40, more than 0.16 below the "
+        "best (0.90)")
+    written = SavedQuery(("q",), "q", threshold=0.3, limit=40)
+    assert cut_status(written, [0.9, 0.4], None, limit=40)["cut"] == (
+        "none: .meta/limit is written, so every match above the threshold is listed")
     limited = cut_status(SavedQuery(("q",), "q", threshold=0.3, limit=2), [0.9, 0.8],
                          None, limit=2)
     assert limited["cut"] == "after 2 of at least 2 matches: .meta/limit is 2"

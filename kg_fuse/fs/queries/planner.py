@@ -3,7 +3,7 @@ enclosing queries and the watcher's default explained, its plan, and the creatio
 probe whose suggestion the rules floor at the server default.
 
 Pure over the registry, the watcher's default and the catalog's names, except for the
-probe (one search, with its own deadline): no state of its own.
+probe (the query's listing, under its own deadline): no state of its own.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from dataclasses import replace
 import trio
 
 from kg_fuse.client import errors
-from kg_fuse.client.api import KgApiClient, SearchRequest
+from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryPath, SavedQuery, scope_of
 from kg_fuse.fs.queries.watcher import ServerWatcher
+from kg_fuse.listing.execute import execute
 from kg_fuse.listing.explain import ThresholdExplanation, explain_thresholds
 from kg_fuse.listing.plan import QueryPlan, plan_listing
 from kg_fuse.listing.thresholds import EffectiveThreshold, floor_adjust
@@ -59,27 +60,24 @@ class Planner:
         ontologies = [(scope,) if scope is not None else
                       tuple(sorted({link.ontology for link in saved.links}))
                       for saved in self._registry.chain(query)]
-        return plan_listing(self.explain(query), ontologies, query.effective_limit)
+        return plan_listing(self.explain(query), ontologies, query.limit)
 
     async def probe(self, query: SavedQuery) -> float | None:
         """A new ``NAME@0.8`` query: when nothing reaches its threshold, the suggestion
-        ``.meta/status`` shows (just below the best near miss); None when something
-        does, or the probe failed (the query stays as typed)."""
+        ``.meta/status`` shows (just below the best near miss, in its scope); None when
+        something does, or the probe failed (the query stays as typed). The probe is the
+        query's own listing, so a scope is applied as a listing applies it."""
         assert isinstance(query.threshold, float)
-        timeout = self._watcher.probe_timeout
+        plan = self.plan(query)
         try:
-            with trio.fail_after(timeout):
-                response = await self._client.search(
-                    SearchRequest(query.text, limit=min(query.effective_limit, 100),
-                                  min_similarity=query.threshold,
-                                  ontology=self.scope(query.path)),
-                    timeout=timeout,
-                )
+            with trio.fail_after(self._watcher.probe_timeout):
+                outcome = await execute(self._client, plan)
         except (errors.KgError, trio.TooSlowError) as exc:
             log.info("creation probe for %r failed, keeping the typed threshold: %s",
                      query.key, exc)
             return None
-        return None if response.results else response.suggestion
+        own = outcome.levels[len(plan.levels) - 1]
+        return None if own.matches else outcome.primary.suggestion
 
     def adjusted(self, query: SavedQuery, suggestion: float, default: float | None
                  ) -> SavedQuery:

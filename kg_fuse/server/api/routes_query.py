@@ -42,7 +42,7 @@ def _result(hit: Hit) -> ConceptSearchResult:
                                sample_evidence=evidence, **hit.summary)
 
 
-def _response(answer: SearchAnswer) -> SearchResponse:
+def _response(answer: SearchAnswer, ontology: str | None) -> SearchResponse:
     """The answer in the contract's words (and our extra fields)."""
     near, reading = answer.near_miss, answer.reading
     return SearchResponse(
@@ -61,12 +61,14 @@ def _response(answer: SearchAnswer) -> SearchResponse:
         near_misses=[NearMissHit(concept_id=c.concept_id, label=c.label, score=c.score)
                      for c in answer.closest] or None,
         near_miss_threshold=answer.closest_threshold,
+        ontology_filter=None if ontology is None else "sources",
     )
 
 
 def _run_search(search: SearchService, body: SearchRequest) -> SearchResponse:
     return _response(search.answer(body.query, body.min_similarity, body.limit, body.offset,
-                                   body.ontology, evidence=body.include_evidence))
+                                   body.ontology, evidence=body.include_evidence),
+                     body.ontology)
 
 
 @router.post("/query/search", response_model=SearchResponse)

@@ -120,6 +120,10 @@ class SearchResponse(BaseModel):
     # threshold, best first, and a threshold that lists the best of them
     near_misses: list[NearMissHit] | None = None
     near_miss_threshold: float | None = None
+    # ours: how a request's ``ontology`` was applied: "sources" (a concept is in the
+    # ontologies its evidence comes from; filtered before paging, hints within it);
+    # null without one. A client that sees no value filters the results by itself.
+    ontology_filter: str | None = None
 
 
 # -- concept details --------------------------------------------------------------------

@@ -17,6 +17,7 @@ from kg_fuse.listing.presets import PRESET_SIZES
 
 if TYPE_CHECKING:
     from kg_fuse.fs.queries.state import ResultSet
+    from kg_fuse.listing.execute import LevelCount
     from kg_fuse.listing.plan import QueryPlan
 
 
@@ -97,7 +98,8 @@ def cut_text(results: ResultSet) -> str | None:
     if cut.reason is CutReason.NONE:
         return (f"none: all {found} within {CUT_GAP} of the best score are listed"
                 if plan.size is not None else
-                "none: an explicit threshold lists every match above it")
+                "none: .meta/limit is written, so every match above the threshold is "
+                "listed")
     return f"after {cut.kept} of {found} matches: {_stopped_by(cut, plan)}"
 
 
@@ -135,6 +137,8 @@ def empty_text(results: ResultSet) -> str:
             return f"nothing listed: the exclude terms removed every match ({removed})"
         return (f"nothing listed: none of this query's {counted(own.matches, 'match', 'matches')}"
                 " reaches every enclosing level's threshold (see filtered by)")
+    if own is not None and own.outside:
+        return f"nothing listed: {scope_text(own)}"
     why = (f"nothing listed: no concept reached the threshold "
            f"{format_threshold(response.threshold_used)}")
     if response.near_misses:
@@ -146,21 +150,29 @@ def empty_text(results: ResultSet) -> str:
     return f"{why}; the server reported no near miss"
 
 
+def scope_text(count: LevelCount) -> str:
+    """'3 matches reach the threshold, none of them in Kitchen': what a scope (an
+    ontology directory, links) removed from a term that matched elsewhere."""
+    where = " or ".join(count.scope) or "the scope"
+    many = "at least " if count.outside >= 100 else ""
+    return (f"{many}{counted(count.outside, 'match', 'matches')} of "
+            f"{one_line(count.text)!r} reach the threshold, none of them in {where}")
+
+
 def more_text(results: ResultSet, value: float | None) -> str | None:
-    """How to list more, only where it would: past the score gap a larger size lists
-    nothing more (the rest score far below the best at any threshold), so only an
-    explicit threshold is offered; past a size, a larger preset too; past the limit, a
-    larger limit."""
+    """How to list more, only where it would: past the score gap or the size, a written
+    ``.meta/limit`` lists every match above the threshold (a larger preset lists nothing
+    more past the gap: the rest score far below the best at any threshold); past a size,
+    a larger preset too; past the limit, a larger limit."""
     cut, limit = results.cut, results.plan.limit
     if cut is None or cut.reason is CutReason.NONE or _empty(results):
         return None
     if cut.reason is CutReason.LIMIT or cut.kept >= limit:
         return (f"write a larger number (up to {MAX_LIMIT}) to .meta/limit"
                 if limit < MAX_LIMIT else None)
-    more = ("write a number to .meta/threshold to list every match above it"
-            if value is None else
-            f"write {format_threshold(value)} to .meta/threshold to list every match "
-            f"above it (up to .meta/limit, {limit})")
+    above = "the threshold" if value is None else f"the threshold {format_threshold(value)}"
+    more = (f"write a number (up to {MAX_LIMIT}) to .meta/limit to list every match above "
+            f"{above}, up to that many")
     wider = min(max(PRESET_SIZES.values()), limit)
     if cut.reason is CutReason.SIZE and wider > cut.kept:
         more += f", or comprehensive for up to {wider}"

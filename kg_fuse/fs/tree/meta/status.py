@@ -25,6 +25,7 @@ from kg_fuse.fs.tree.meta.listing_text import (
     format_threshold,
     more_text,
     one_line,
+    scope_text,
 )
 from kg_fuse.listing.explain import (
     FilterLevel,
@@ -115,6 +116,9 @@ def filtered_by(explanation: ThresholdExplanation, counts: tuple[LevelCount, ...
     if len(counts) != len(explanation.levels):
         return None
     own_count = counts[len(chain) - 1]
+    if own_count.matches == 0 and own_count.outside:
+        return (f"the scope: {scope_text(own_count)}; the threshold is not what "
+                "emptied it")
     if own_count.matches == 0:
         own = explanation.own
         return (f"this query's threshold {_fmt(own.effective.value)} "

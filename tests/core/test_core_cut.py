@@ -86,18 +86,23 @@ async def test_the_cut_line_says_what_stopped_the_listing_or_why_it_is_empty(
         "nothing listed: none of this query's ")
 
 
-async def test_writing_the_threshold_explicitly_lists_everything_above_it(core: Core) -> None:
+async def test_writing_a_limit_lists_everything_above_the_threshold(core: Core) -> None:
+    """The one explicit way past the cut, as ``more`` offers it; a threshold of its own
+    does not (a higher threshold never lists more, issue 39)."""
     await core.fs.mkdir(NARROW)
     cut = results(await core.fs.listdir(NARROW))
-    more = (await status(core, NARROW))["more"]
-    value = more.split()[1]  # "write 0.28 to .meta/threshold to list every match ..."
-    assert float(value) == core.server.graph.default_threshold()
-    await core.fs.write(f"{NARROW}/.meta/threshold", f"{value}\n".encode())
+    default = core.server.graph.default_threshold()
+    assert (await status(core, NARROW))["more"] == (
+        "write a number (up to 1000) to .meta/limit to list every match above the "
+        f"threshold {default}, up to that many")
+    await core.fs.write(f"{NARROW}/.meta/threshold", f"{default}\n".encode())
+    assert results(await core.fs.listdir(NARROW)) == cut  # its own value: cut the same
+    await core.fs.write(f"{NARROW}/.meta/limit", b"50\n")
     everything = results(await core.fs.listdir(NARROW))
     assert set(cut) < set(everything) and len(everything) == 50  # the limit
     assert (await status(core, NARROW))["cut"] == (
         "after 50 of at least 50 matches: .meta/limit is 50")
-    await core.fs.write(f"{NARROW}/.meta/threshold", b"inherit\n")
+    await core.fs.write(f"{NARROW}/.meta/limit", b"default\n")
     assert results(await core.fs.listdir(NARROW)) == cut
 
 
@@ -120,9 +125,8 @@ async def test_a_nested_query_is_cut_after_its_levels_are_combined(core: Core) -
     lines = await status(core, child)
     assert lines["thresholds"].startswith("2 levels;")
     assert "cut" in lines
-    # the enclosing level's threshold still filters; an explicit own one lists all
-    await core.fs.write(f"{child}/.meta/threshold",
-                        f"{core.server.graph.default_threshold()}\n".encode())
+    # the enclosing level's threshold still filters; a written limit lists all
+    await core.fs.write(f"{child}/.meta/limit", b"1000\n")
     everything = results(await core.fs.listdir(child))
     assert set(nested) <= set(everything) and len(everything) > len(nested)
 

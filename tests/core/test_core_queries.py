@@ -107,6 +107,7 @@ async def test_a_score_of_0_is_no_match_even_at_threshold_0(core: Core) -> None:
     assert results(await core.fs.listdir(nonsense)) == []
     await core.fs.mkdir(RELEVANT)
     await core.fs.write(f"{RELEVANT}/.meta/threshold", b"0\n")
+    await core.fs.write(f"{RELEVANT}/.meta/limit", b"50\n")  # every match above it
     names = results(await core.fs.listdir(RELEVANT))
     assert len(names) == 50  # the limit: a real query's words reach many concepts
     for name in names:

@@ -42,10 +42,10 @@ async def search(core: Core, query: str, **fields: object) -> dict:
 
 
 async def list_all(core: Core, query: str) -> None:
-    """Write the server default to the query's threshold: an explicit threshold lists
-    every match above it (no relevance cut), so a test can reason about sets."""
-    default = core.server.graph.default_threshold()
-    await core.fs.write(f"{query}/.meta/threshold", f"{default}\n".encode())
+    """Write the default limit to the query's ``.meta/limit``: a written limit lists
+    every match above the threshold (no relevance cut), so a test can reason about
+    sets."""
+    await core.fs.write(f"{query}/.meta/limit", b"50\n")
 
 
 async def all_matches(core: Core, query: str) -> set[str]:
@@ -221,8 +221,9 @@ async def test_union_adds_the_matches_of_each_term(core: Core) -> None:
 async def test_links_restrict_a_query_to_the_linked_ontologies(core: Core) -> None:
     query = "read data from files"
     await core.fs.mkdir(query)
-    await core.fs.write(f"{query}/.meta/limit", b"1000\n")  # no listing cut at the limit
-    await list_all(core, query)  # nor where the scores fall off
+    # a written limit: every match above the threshold (no cut where the scores fall
+    # off), and none at the limit either
+    await core.fs.write(f"{query}/.meta/limit", b"1000\n")
     unrestricted = results(await core.fs.listdir(query))
     await core.fs.symlink(f"{query}/compression", f"../ontology/{COMPRESSION}")
     assert await core.fs.readlink(f"{query}/compression") == f"../ontology/{COMPRESSION}"

@@ -112,3 +112,44 @@ def mount_options(**overrides: Any) -> MountOptions:
         **overrides,
     }
     return MountOptions(**fields)
+
+
+#: The fields of a search answer only our server sends (the platform sends none).
+OUR_SEARCH_FIELDS = ("threshold_presets", "unknown_words", "expanded_words", "repeated_words",
+                     "near_misses", "near_miss_threshold", "ontology_filter")
+
+
+class AsThePlatform(httpx.AsyncBaseTransport):
+    """Fault injection over the real app: it answers as the platform does where the
+    platform departs from the contract (docs/platform.md), the rest passing untouched.
+
+    - a scoped search lists nothing (its filter checks a property its ingest never sets),
+      with the hints of the unscoped search; no search answer carries our extra fields;
+    - the epoch carries no default; the admin endpoint answers 403 (an ordinary user)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/admin/config/search-threshold" and request.method == "GET":
+            return httpx.Response(403, json={
+                "detail": "Permission denied: read on search_config"})
+        scoped = False
+        if path == "/query/search":
+            body = json.loads(await request.aread())
+            scoped = body.pop("ontology", None) is not None
+            request = httpx.Request(request.method, request.url, json=body,
+                                    headers={k: v for k, v in request.headers.items()
+                                             if k.lower() != "content-length"})
+        response = await self.inner.handle_async_request(request)
+        if response.status_code != 200 or path not in ("/query/search", "/database/epoch"):
+            return response
+        answer = json.loads(await response.aread())
+        if path == "/database/epoch":
+            return httpx.Response(200, json={"epoch": answer["epoch"]})
+        for name in OUR_SEARCH_FIELDS:
+            answer.pop(name, None)
+        if scoped:
+            answer |= {"results": [], "count": 0}
+        return httpx.Response(200, json=answer)

@@ -49,7 +49,7 @@ class QueryService:
         self._states: QueryStates = listings.states
         self._watcher = watcher
         self._invalidation = invalidation
-        self.server = ServerView(watcher, invalidation)
+        self.server = ServerView(watcher, invalidation, self._states)
         self.held = Holdings(registry, listings)
 
     # -- the saved queries ----------------------------------------------------------------
@@ -198,14 +198,16 @@ class ServerView:
     """The server as this mount knows it (``QueryService.server``): its health, its
     default, and changes of its content; what a look learned goes to the invalidation."""
 
-    def __init__(self, watcher: ServerWatcher, invalidation: Invalidation) -> None:
+    def __init__(self, watcher: ServerWatcher, invalidation: Invalidation,
+                 states: QueryStates) -> None:
         self._watcher = watcher
         self._invalidation = invalidation
+        self._states = states
 
     async def poll(self) -> bool:
         """One look at the server (the poller's); what changed is handed on. Returns
         whether its content changed."""
-        return self._polled(await self._watcher.poll())
+        return self._polled(await self._watcher.poll(in_use=bool(self._states.held())))
 
     async def look(self) -> None:
         """A look at the server now, before ``.meta/status`` is shown."""

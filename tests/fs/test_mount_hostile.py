@@ -202,7 +202,8 @@ def test_rm_of_a_document_needs_the_mount_option(farm) -> None:
     documents = allowed.path("ontology", COMPRESSION, "documents")
     query = allowed.path("compress data with gzip")
     query.mkdir()
-    (query / ".meta" / "threshold").write_text("0.3\n")  # every match: no relevance cut
+    (query / ".meta" / "threshold").write_text("0.3\n")
+    (query / ".meta" / "limit").write_text("50\n")  # every match: no relevance cut
     before = set(os.listdir(query))
     os.unlink(documents / victim)
     assert victim not in os.listdir(documents)

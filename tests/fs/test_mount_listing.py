@@ -1,7 +1,8 @@
 """Mounted: a listing is the answer. Through the kernel, `ls` of an inheriting query shows
 the few files close to its best match, `ls -U` keeps their rank order, `.meta/status`
-says where the listing was cut, and the write it suggests lists everything above the
-threshold. The cut's rules are tested without a kernel in ``tests/core/test_core_cut.py``."""
+says where the listing was cut, and the write it suggests (a number to ``.meta/limit``)
+lists everything above the threshold. The cut's rules are tested without a kernel in
+``tests/core/test_core_cut.py``."""
 
 from __future__ import annotations
 
@@ -44,9 +45,9 @@ def test_ls_shows_the_answer_and_status_says_where_it_stopped(mounted: Mount) ->
     lines = status(mounted, NARROW)
     assert lines["cut"].startswith(f"after {len(narrow)} of at least 50 matches")
     # the write the status suggests is the one that lists everything above the threshold
-    command = lines["more"].split(" to .meta/threshold")[0]  # "write 0.28"
-    value = command.removeprefix("write ")
-    shell(f'echo {value} > "{NARROW}/.meta/threshold"', mounted.mountpoint)
+    assert lines["more"].startswith("write a number (up to 1000) to .meta/limit to list "
+                                    "every match above the threshold")
+    shell(f'echo 50 > "{NARROW}/.meta/limit"', mounted.mountpoint)
     everything = os.listdir(mounted.path(NARROW))
     assert len([n for n in everything if n.endswith(".concept.md")]) == 50
     assert set(narrow) < set(everything)

@@ -26,12 +26,13 @@ def settings(directory) -> dict:
 def test_limit_above_a_page_pages_through(mounted: Mount) -> None:
     query = mounted.path("files@0")
     query.mkdir()
-    assert len(results(query)) == 50
-    (query / ".meta" / "limit").write_text("250\n")
+    cut = len(results(query))  # cut where the scores fall, at most comprehensive's 25
+    assert 1 <= cut <= 25
+    (query / ".meta" / "limit").write_text("250\n")  # every match above 0, up to 250
     assert len(results(query)) == 250
     assert settings(query)["limit"] == 250
     (query / ".meta" / "limit").write_text("default\n")
-    assert len(results(query)) == 50
+    assert len(results(query)) == cut
 
 
 def test_a_nested_query_s_status_names_the_parent_threshold_through_the_kernel(

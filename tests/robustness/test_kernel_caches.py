@@ -27,7 +27,7 @@ pytestmark = pytest.mark.mount
 _GETDENTS64 = {"x86_64": 217, "aarch64": 61}.get(platform.machine())
 _libc = ctypes.CDLL(None, use_errno=True)
 PAGE = 2048  # a small getdents buffer: every page is one FUSE READDIRPLUS request
-WIDE = "0.3"  # an explicit threshold lists every match above it (no relevance cut)
+WIDE = "0.3"  # with a written .meta/limit, every match above it (no relevance cut)
 
 
 def getdents(fd: int, size: int = PAGE) -> list[str]:
@@ -99,6 +99,7 @@ def test_refetched_results_keep_their_inode_mtime_and_bytes(
     mount = mount_factory(extra_args=["--max-age", "0.5"])
     query = mount.path(RELEVANT)
     query.mkdir()
+    (query / ".meta" / "limit").write_text("50\n")  # a written limit: no relevance cut
     set_threshold(mount, RELEVANT, WIDE)
     first = identities(query)
     bodies = {n: (query / n).read_bytes() for n in first}
@@ -127,6 +128,7 @@ def test_a_result_that_comes_back_unchanged_keeps_its_mtime(
     mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
+    (query / ".meta" / "limit").write_text("50\n")  # a written limit: no relevance cut
     set_threshold(mount, RELEVANT, WIDE)
     first = identities(query)
     bodies = {n: (query / n).read_bytes() for n in first}
@@ -269,6 +271,7 @@ def test_inode_table_shrinks_back_after_thousands_of_refreshes(
              "bz2", "lzma", "shutil"]
     for text in texts:
         mount.path(text).mkdir()
+        mount.path(text, ".meta", "limit").write_text("50\n")  # no relevance cut
         set_threshold(mount, text, "0")
     held_name = result_names(mount.path(texts[0]))[0]
     held_body = mount.path(texts[0], held_name).read_bytes()
@@ -284,6 +287,7 @@ def test_inode_table_shrinks_back_after_thousands_of_refreshes(
             # 0 it lists every concept scoring above 0, more than its limit of 50)
             extra = f"archive files round {round_}"
             mount.path(extra).mkdir()
+            mount.path(extra, ".meta", "limit").write_text("50\n")
             set_threshold(mount, extra, "0")
             assert len(result_names(mount.path(extra))) == 50
             os.rmdir(mount.path(extra))

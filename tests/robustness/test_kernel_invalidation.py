@@ -86,7 +86,8 @@ def test_a_meta_write_drops_the_names_that_left(
     mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
-    write(mount, RELEVANT, "threshold", "0.3")  # an explicit threshold: no relevance cut
+    write(mount, RELEVANT, "threshold", "0.3")
+    write(mount, RELEVANT, "limit", "50")  # a written limit: no relevance cut
     before = cache_in_kernel(query)
     write(mount, RELEVANT, control, value)
     assert_kernel_agrees(query, before)
@@ -187,7 +188,8 @@ def test_rmdir_and_a_new_query_of_the_same_name(mount_factory: Callable[..., Mou
     mount = mount_factory()
     query = mount.path(RELEVANT)
     query.mkdir()
-    write(mount, RELEVANT, "threshold", "0.3")  # an explicit threshold: no relevance cut
+    write(mount, RELEVANT, "threshold", "0.3")
+    write(mount, RELEVANT, "limit", "50")  # a written limit: no relevance cut
     before = cache_in_kernel(query)
     os.rmdir(query)
     assert_gone_at_once(query, set(before))

@@ -220,9 +220,11 @@ def test_a_setting_written_while_the_server_is_stopped_waits_for_it(
     assert "matches" not in status["level 1"] and "more" not in status
 
     server.start()
-    wait_until(lambda: len(result_names(mount.path(RELEVANT))) > len(names), timeout=30,
+    wait_until(lambda: result_names(mount.path(RELEVANT)) is not None and status_lines(
+        mount, RELEVANT)["threshold used by the server"] == "0.5", timeout=30,
                interval=0.5, message="the listing following the new threshold")
-    assert set(names) < set(result_names(mount.path(RELEVANT)))
+    # 0.5, above the default: never more than inheriting listed
+    assert set(result_names(mount.path(RELEVANT))) <= set(names)
     status = status_lines(mount, RELEVANT)
     assert "pending" not in status and status["fetched"].endswith("(fresh)"), status
     assert status["threshold used by the server"] == "0.5"

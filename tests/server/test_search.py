@@ -44,7 +44,10 @@ def test_response_has_every_contract_field(http: httpx.Client) -> None:
                          "suggested_threshold", "top_match", "threshold_used", "offset",
                          "threshold_presets", "unknown_words", "expanded_words",
                          "near_misses", "near_miss_threshold",
-                         "repeated_words"}  # the last six: ours
+                         "repeated_words", "ontology_filter"}  # the last seven: ours
+    assert body["ontology_filter"] is None  # no ontology asked
+    scoped = search(http, RELEVANT, limit=5, ontology="Data Compression and Archiving")
+    assert scoped["ontology_filter"] == "sources"  # applied by the concepts' sources
     assert body["query"] == RELEVANT and body["offset"] == 0
     assert body["unknown_words"] == []  # the corpus uses every word of it
     assert body["repeated_words"] is None

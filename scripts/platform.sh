@@ -406,6 +406,8 @@ write_env() {
         echo "KG_PLATFORM_API_START=$(shq "$cmd api-start")"
     } >"$RUN/platform.env.new"
     mv "$RUN/platform.env.new" "$RUN/platform.env"
+    # the work area's port base from now on, unless KG_PLATFORM_PORT_BASE says otherwise
+    echo "$BASE" >"$ETC/port-base"
 }
 
 # --- commands ----------------------------------------------------------------------------
@@ -425,8 +427,7 @@ remember_base() {
             && { pid_of api >/dev/null || pid_of stub_llm >/dev/null || pid_of s3 >/dev/null || pg_running; }; then
         die "this work area runs with port base $running_base: run down first to move it to $BASE"
     fi
-    mkdir -p "$ETC" "$RUN"
-    echo "$BASE" >"$ETC/port-base"
+    mkdir -p "$RUN"
     echo "$BASE" >"$RUN/port-base"
 }
 
@@ -526,8 +527,11 @@ cmd_purge() {
     cmd_down
     local root
     root=$(pg_root)
-    if [ -L "$DIR/pg" ]; then rm -f "$DIR/pg"; fi
     rm -rf "$root" "$S3DIR" "$RUN"
+    if [ -L "$DIR/pg" ]; then
+        rm -f "$DIR/pg"
+        rmdir --ignore-fail-on-non-empty "$(dirname "$root")"
+    fi
     echo "deleted the cluster, the S3 store and run/ (kept: $SRC, $VENV)"
 }
 

@@ -165,11 +165,16 @@ install_debian() {
 
 install_age() {
     [ -f "$AGE_SQL" ] && return 0
-    local g build="$DIR/build/age"
+    local g ref build="$DIR/build/age"
     g=$(git_dir AGE_GIT apache/age)
-    say "building Apache AGE $AGE_VERSION for PostgreSQL $PG_VERSION ($AGE_BRANCH)"
+    # a bare clone has the branch itself; a clone with a work tree, origin's
+    for ref in "$AGE_BRANCH" "origin/$AGE_BRANCH" ""; do
+        git --git-dir="$g" rev-parse -q --verify "$ref^{commit}" >/dev/null && break
+    done
+    [ -n "$ref" ] || die "AGE_GIT=$g has no branch $AGE_BRANCH"
+    say "building Apache AGE $AGE_VERSION for PostgreSQL $PG_VERSION ($ref)"
     rm -rf "$build" && mkdir -p "$build"
-    git --git-dir="$g" archive "$AGE_BRANCH" | tar -x -C "$build"
+    git --git-dir="$g" archive "$ref" | tar -x -C "$build"
     make -C "$build" -j"$(nproc)" PG_CONFIG="$PG_BIN/pg_config" >"$build.log" 2>&1 \
         || { tail -n 30 "$build.log" >&2; die "AGE did not build (log: $build.log)"; }
     as_root make -C "$build" install PG_CONFIG="$PG_BIN/pg_config" >>"$build.log" 2>&1 \

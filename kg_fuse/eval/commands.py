@@ -36,9 +36,9 @@ def _command() -> Command:
             option("--limit", type=int, default=DEFAULT_LIMIT,
                    help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})"),
             option("--no-cut", action="store_true",
-                   help="list everything above the default, as an explicit threshold does "
-                        "(without it, a listing stops where the mount's relevance cut "
-                        "stops it)"),
+                   help="list everything above the default, as a written .meta/limit "
+                        "does (without it, a listing stops where the mount's relevance "
+                        "cut stops it)"),
             option("--json", action="store_true", help="print machine-readable JSON"),
             option("--plot", type=Path, metavar="FILE.png",
                    help="draw, per set, both score distributions with the default marked "

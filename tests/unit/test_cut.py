@@ -40,7 +40,7 @@ def test_the_presets_sizes_bound_the_same_ranking() -> None:
     assert kept == {"exact": 5, "standard": 12, "comprehensive": 25}
 
 
-def test_an_explicit_threshold_lists_everything_up_to_the_limit() -> None:
+def test_a_written_limit_lists_everything_up_to_it() -> None:
     cut = relevance_cut(NARROW, None, 50)
     assert (cut.kept, cut.reason, cut.falls) == (len(NARROW), CutReason.NONE, None)
     cut = relevance_cut(NARROW, None, 5)
@@ -72,3 +72,20 @@ def test_a_cut_keeps_a_prefix_within_its_bounds(scores: list[float], size: int |
         assert scores[cut.kept - 1] >= scores[0] - CUT_GAP  # nothing listed is far below
         if cut.reason is CutReason.GAP:
             assert scores[cut.kept] < scores[0] - CUT_GAP  # nor anything close left out
+
+
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)), max_size=60),
+       st.floats(0.0, 1.0), st.floats(0.0, 1.0),
+       st.sampled_from(list(PRESET_SIZES.values())), st.integers(1, 200))
+def test_a_higher_floor_never_lists_more(pairs: list[tuple[float, float]], low: float,
+                                         high: float, size: int, limit: int) -> None:
+    """A nested query ranks by its weakest level and is cut on its own term's score (its
+    reach): whatever the two orders, raising the own threshold never lists more."""
+    low, high = sorted((low, high))
+
+    def listed(threshold: float) -> int:
+        kept = [(weakest, reach) for weakest, reach in pairs if reach >= threshold]
+        kept.sort(key=lambda p: -p[0])  # the ranking: by the weakest level
+        return relevance_cut([reach for _, reach in kept], size, limit).kept
+
+    assert listed(high) <= listed(low)

@@ -65,6 +65,12 @@ out. A radiator hose that feels soft or swollen should be replaced before it bur
 """,
 }
 
+NOTES = {  # one more engine note each for the scenarios that add and delete a document
+    "coolant": "Top up the coolant with the antifreeze mixture the manual names, never "
+               "with plain water before a frost.",
+    "tyres": "Check the tyre pressures once a month with the tyres cold, and look for "
+             "cuts and bulges in the sidewalls.",
+}
 RESULT = ".concept.md"
 # Kitchen phrases a user would type; a scenario takes the first the platform matches
 # with the concepts it needs, so none of them is assumed to match.
@@ -90,14 +96,12 @@ class Names:
     def engine(self) -> str:
         return f"Engine Care {self.token}"
 
-    @property
-    def note(self) -> str:
-        """A document copied in and deleted again by the outage scenario."""
-        return f"coolant-{self.token}.md"
+    def note(self, topic: str) -> str:
+        """A document copied in by one scenario (``NOTES``), named for the session."""
+        return f"{topic}-{self.token}.md"
 
-    def note_bytes(self) -> bytes:
-        return (f"# Topping up coolant ({self.token})\n\nTop up the coolant with the "
-                f"mixture the manual names, never plain water in winter.\n").encode()
+    def note_bytes(self, topic: str) -> bytes:
+        return f"# {topic.capitalize()} ({self.token})\n\n{NOTES[topic]}\n".encode()
 
     def to_json(self) -> dict[str, str]:
         return {"token": self.token, "kitchen": self.kitchen, "engine": self.engine}
@@ -443,22 +447,29 @@ async def scoped_empty_status(platform: Platform) -> None:
     phrase, _ = await kitchen_phrase(platform)
     floor = min(await platform.default(), 0.3)  # the platform's near misses start at 0.3
     wide = await platform.search(phrase, min_similarity=floor, limit=100)
-    outside = {r["label"] for r in wide["results"] if engine not in r["documents"]}
+    outside = {r["label"] for r in wide["results"] if engine not in r["documents"]
+               and r["label"].lower() not in phrase.lower()}
     inside = [r for r in wide["results"] if engine in r["documents"]]
-    assert outside
+    assert outside, f"the platform matches nothing of {phrase!r} at {floor}"
     scoped = f"ontology/{engine}/{phrase}"
     await shell.mkdir(scoped)
     listed = await results(shell, scoped)
     status = await read_text(shell, f"{scoped}/.meta/status")
+    problems = []
     cited = sorted(label for label in outside if label in status)
-    assert not cited, f"the status cites concepts outside {engine}: {cited}\n{status}"
-    if not inside:  # nothing of the scope scores near the threshold: the scope emptied it
+    if cited:
+        problems.append(f"it cites concepts outside {engine}: {cited}")
+    if not inside:  # nothing of the scope even comes near: the scope emptied it
         assert listed == [], listed
         blamed = [line for line in status.splitlines()
-                  if (line.startswith(("filtered by:", "cut:")) and "threshold" in line)
-                  or (line.startswith("hint:") and ".meta/threshold" in line)
-                  or line.startswith(("suggested threshold:", "below threshold:"))]
-        assert not blamed, f"the status blames the threshold for the scope:\n{status}"
+                  if re.search(r"reached the threshold|^suggested threshold:"
+                               r"|^below threshold:|^hint: .*\.meta/threshold", line)
+                  or (line.startswith("filtered by:") and engine not in line
+                      and "scope" not in line)]
+        if blamed:
+            problems.append(f"it blames the threshold for what the scope removed: {blamed}")
+    assert not problems, f"the status of {scoped!r}:\n" + "\n".join(problems) + \
+        f"\n{status}"
 
 
 async def evidence(platform: Platform) -> None:
@@ -493,8 +504,8 @@ async def evidence(platform: Platform) -> None:
 
 async def outage(platform: Platform) -> None:
     """The platform stops (connection refused) after a change the mount made: query
-    listings and an ontology's documents are served from what the mount held; once it
-    is back the listings are fresh. And ``rm`` of a document deletes it."""
+    listings and an ontology's documents are served from what the mount held, and the
+    status says so; once it is back the listings are fresh again."""
     shell = await platform.mount("admin", allow_document_delete=True)
     names = platform.names
     query = f"{FLOUR}@0.3"
@@ -507,7 +518,7 @@ async def outage(platform: Platform) -> None:
     # a change through the mount: once the platform ingested the note, the mount knows
     # that its listings and catalog are out of date
     ingest_box = f"ontology/{names.engine}/ingest"
-    await shell.create(f"{ingest_box}/{names.note}", names.note_bytes())
+    await shell.create(f"{ingest_box}/{names.note('tyres')}", names.note_bytes("tyres"))
 
     async def note_ingested() -> bool:
         return not await shell.listdir(ingest_box)
@@ -532,11 +543,41 @@ async def outage(platform: Platform) -> None:
     await platform.wait_poll()
     await platform.settle(fresh, "a fresh listing", timeout=platform.poll_interval + 10)
     engine_docs = f"ontology/{names.engine}/documents"
-    assert names.note in await shell.listdir(engine_docs)
-    await shell.unlink(f"{engine_docs}/{names.note}")
+    assert names.note("tyres") in await shell.listdir(engine_docs)
+    await shell.unlink(f"{engine_docs}/{names.note('tyres')}")  # as it was
+
+
+async def document_delete(platform: Platform) -> None:
+    """``rm`` of a document (``--allow-document-delete``) deletes it on the platform: it
+    leaves its ontology's documents, and the concepts only it supported leave listings."""
+    shell = await platform.mount("admin", allow_document_delete=True)
+    names = platform.names
+    note = names.note("coolant")
+    ingest_box = f"ontology/{names.engine}/ingest"
+    documents = f"ontology/{names.engine}/documents"
+    await shell.create(f"{ingest_box}/{note}", names.note_bytes("coolant"))
+
+    async def listed() -> bool:
+        return not await shell.listdir(ingest_box) and note in await shell.listdir(documents)
+
+    await platform.settle(listed, "the note to become a document", timeout=120)
+    await platform.phase("note ingested")
+    assert await shell.read(f"{documents}/{note}") == names.note_bytes("coolant")
+    query = "antifreeze in the coolant@0.3"
+    await shell.mkdir(query)
+    from_note = []
+    for head in await concepts(shell, query):
+        if names.engine in head["ontologies"]:
+            detail = await platform.concept(head["id"])
+            if {d["filename"] for d in detail["provenance"]["documents"]} == {note}:
+                from_note.append(head["id"])
+    assert from_note, "no listed concept comes from the note alone"
+    await shell.unlink(f"{documents}/{note}")
     await platform.phase("note deleted")
-    assert names.note not in await shell.listdir(engine_docs)
-    assert sorted(await shell.listdir(engine_docs)) == sorted(ENGINE)
+    assert note not in await shell.listdir(documents)
+    assert sorted(set(ENGINE) & set(await shell.listdir(documents))) == sorted(ENGINE)
+    left = {head["id"] for head in await concepts(shell, query)}
+    assert not left & set(from_note), "concepts of the deleted document are still listed"
 
 
 async def default_change(platform: Platform) -> None:
@@ -620,4 +661,5 @@ async def auto_adjust(platform: Platform) -> None:
 SCENARIOS: dict[str, Callable[[Platform], Awaitable[None]]] = {
     scenario.__name__: scenario for scenario in (
         ingest, queries_and_thresholds, scoped_query, linked_query, scoped_empty_status,
-        evidence, outage, default_change, monotonic_thresholds, auto_adjust)}
+        evidence, outage, document_delete, default_change, monotonic_thresholds,
+        auto_adjust)}

@@ -30,6 +30,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterable, Mapping
@@ -52,6 +53,12 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
               "proxy-connection", "upgrade", "te", "trailer", "accept-encoding",
               "content-encoding"}
 FORMAT = 1  # the recording files' format
+# A machine's own paths in the platform's answers (its model's folder in a job's cost)
+LOCAL_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|var|opt|srv|usr|mnt)/[^\s\"']*")
+# A long text (a document, the chunk every evidence quote of it carries) is kept once,
+# in the file's ``texts``, and named where it occurs: the files stay small.
+LONG_TEXT = 512
+TEXT_REF = "@text:"
 
 
 def who_placeholder(who: str) -> str:
@@ -164,7 +171,31 @@ def _scrub_json(value: Any, replacements: Mapping[str, str]) -> Any:
         for secret, placeholder in replacements.items():
             if secret in value:
                 value = value.replace(secret, placeholder)
-        return value
+        return LOCAL_PATH.sub("<local path>", value)
+    return value
+
+
+def shelve_texts(value: Any, texts: dict[str, str]) -> Any:
+    """``value`` with each long string replaced by ``@text:<digest>``, kept in ``texts``."""
+    if isinstance(value, dict):
+        return {key: shelve_texts(item, texts) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shelve_texts(item, texts) for item in value]
+    if isinstance(value, str) and len(value) >= LONG_TEXT:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        texts[digest] = value
+        return f"{TEXT_REF}{digest}"
+    return value
+
+
+def unshelve_texts(value: Any, texts: Mapping[str, str]) -> Any:
+    """The inverse of ``shelve_texts``."""
+    if isinstance(value, dict):
+        return {key: unshelve_texts(item, texts) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unshelve_texts(item, texts) for item in value]
+    if isinstance(value, str) and value.startswith(TEXT_REF):
+        return texts[value[len(TEXT_REF):]]
     return value
 
 
@@ -208,8 +239,10 @@ class Recording:
         return [e for e in kept if id(e) not in dropped]
 
     def to_json(self) -> dict[str, Any]:
+        texts: dict[str, str] = {}
+        exchanges = [shelve_texts(exchange, texts) for exchange in self.compacted()]
         return {"format": FORMAT, "scenario": self.name, "names": self.names,
-                "phases": self.phases, "exchanges": self.compacted(),
+                "phases": self.phases, "exchanges": exchanges, "texts": texts,
                 "how_to_record": "pytest -m platform against a platform (docs/platform.md)"}
 
     def save(self, path: Path) -> Path:

@@ -39,6 +39,7 @@ from tests.helpers.recorder import (
     response_bytes,
     scrub_request,
     split_target,
+    unshelve_texts,
 )
 
 HOW_TO_RECORD = ("record the platform's answers again: `pytest -m platform` with a "
@@ -61,7 +62,8 @@ class Replay:
         self.name: str = data["scenario"]
         self.names: dict[str, Any] = dict(data["names"])
         self.phases: list[str] = list(data["phases"])
-        self.exchanges: list[dict[str, Any]] = list(data["exchanges"])
+        self.exchanges: list[dict[str, Any]] = unshelve_texts(list(data["exchanges"]),
+                                                              data.get("texts", {}))
         self._by_slot: dict[tuple[str, str, str], list[int]] = {}
         for position, exchange in enumerate(self.exchanges):
             slot = (exchange["phase"], exchange["who"], exchange_key(exchange))

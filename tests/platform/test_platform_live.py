@@ -119,13 +119,17 @@ def test_the_platform_client_beside_ours(ingested: LiveSession, our_mount: Mount
     assert listed == sorted(KITCHEN)
 
     ours = kg_fuse("status", str(our_mount.mountpoint))
-    status = kg_fuse("status", str(theirs))
-    unmount = kg_fuse("unmount", str(theirs))
-    still_mounted, still_running = os.path.ismount(theirs), process.poll() is None
-    assert ours.returncode == 0, ours.stderr
-    for command, done in (("status", status), ("unmount", unmount)):
-        said = done.stdout + done.stderr
-        assert done.returncode == 1 and "is not a kg-fuse mount" in said, \
-            f"kg-fuse {command} {theirs}: exit {done.returncode}: {said.strip()}"
-    assert still_mounted and still_running
+    assert ours.returncode == 0, ours.stdout + ours.stderr
+    problems = []
+    for command in ("status", "unmount"):
+        done = kg_fuse(command, str(theirs))
+        said = (done.stdout + done.stderr).strip()
+        if done.returncode != 1 or "is not a kg-fuse mount" not in said:
+            problems.append(f"kg-fuse {command} THEIRS: exit {done.returncode}: {said}")
+        if not os.path.ismount(theirs):
+            problems.append(f"after kg-fuse {command}, THEIRS is no longer mounted")
+            break
+    if process.poll() is not None:
+        problems.append(f"the platform client's process exited ({process.returncode})")
+    assert not problems, f"THEIRS = {theirs}:\n" + "\n".join(problems)
     assert "Traceback" not in log_path.read_text(errors="replace")

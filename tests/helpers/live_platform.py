@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDINGS = ROOT / "tests" / "replay" / "recordings"
 # Log lines a scenario's mounts may write at WARNING (the outage: the platform stopped).
 ALLOWED_LOG = {"outage": [r"server unavailable, serving cached listings",
-                          r"serving stale", r"Connection refused"]}
+                          r"serving stale results for"]}
 
 
 @dataclass
@@ -43,6 +43,7 @@ class LiveSession:
     root: Path
     ingest_failure: BaseException | None = None
     ingested: bool = False
+    defaults_put: set[float] = field(default_factory=set)  # every default a test PUT
 
     def secret_file(self, who: str) -> Path:
         return self.clients[who].write_secret(self.root / f"{who}.secret")
@@ -85,6 +86,10 @@ class LivePlatform(PlatformControl):
         self.mounts.append(mount)
         await trio.to_thread.run_sync(mount.start)
         return OsShell(mount.mountpoint, who)
+
+    async def set_default(self, value: float) -> None:
+        self.session.defaults_put.add(value)
+        await super().set_default(value)
 
     async def phase(self, name: str) -> None:
         self.session.recorder.phase(name)

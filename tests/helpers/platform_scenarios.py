@@ -640,21 +640,32 @@ async def monotonic_thresholds(platform: Platform) -> None:
 
 async def auto_adjust(platform: Platform) -> None:
     """``mkdir "weighing flour@0.95"`` finds nothing and is adjusted at creation: never
-    below the platform's default, and never listing more than the same query inheriting."""
+    below the platform's default, and never listing more than the same query inheriting;
+    at the platform's default, and at a low one where the floor does not bind (#39)."""
     shell = await platform.mount("admin")
-    async with default_set_to(platform, LOW_DEFAULT, "low default"):
-        await shell.mkdir(FLOUR)
+    await shell.mkdir(FLOUR)
+
+    async def check(strict: str, default: float) -> None:
         inheriting = await results(shell, FLOUR)
-        strict = f"{FLOUR}@0.95"
         await shell.mkdir(strict)
         threshold = await threshold_file(shell, strict)
         assert "Auto-adjusted" in threshold.text, threshold.text
-        assert threshold.effective >= LOW_DEFAULT, threshold.text
+        assert threshold.effective >= default, threshold.text
         adjusted = await results(shell, strict)
         assert adjusted, threshold.text
         assert len(adjusted) <= len(inheriting), (
             f"{strict!r}, adjusted to {threshold.effective}, lists {len(adjusted)} files; "
-            f"{FLOUR!r} inheriting the default {LOW_DEFAULT} lists {len(inheriting)}")
+            f"{FLOUR!r} inheriting the default {default} lists {len(inheriting)}")
+
+    await check(f"{FLOUR}@0.95", await platform.default())
+    async with default_set_to(platform, LOW_DEFAULT, "low default"):
+        async def learned() -> bool:
+            await results(shell, FLOUR)
+            return (await threshold_file(shell, FLOUR)).server_default == LOW_DEFAULT
+
+        await platform.settle(learned, "the mount to learn the new default",
+                              timeout=platform.poll_interval + 4)
+        await check(f"{FLOUR}@0.97", LOW_DEFAULT)
 
 
 # the scenarios both tiers run, in the order the live tier runs them (ingest first)

@@ -247,8 +247,10 @@ class Recording:
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True,
-                                   ensure_ascii=False) + "\n")
+        scratch = path.with_name(f".{path.name}.tmp")
+        scratch.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True,
+                                      ensure_ascii=False) + "\n")
+        scratch.replace(path)  # a replay reading it meanwhile sees one or the other
         return path
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
+from trio.testing import MockClock
 
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
@@ -30,7 +31,6 @@ from tests.helpers.replay import HOW_TO_RECORD, Replay
 from tests.helpers.shell import DriverShell
 
 RECORDINGS = Path(__file__).resolve().parent.parent / "replay" / "recordings"
-SETTLE_LIMIT = 60.0  # seconds: the replay answers at once, whatever the live run waited
 
 
 class ReplayPlatform(PlatformControl):
@@ -42,13 +42,14 @@ class ReplayPlatform(PlatformControl):
     poll_interval = POLL_INTERVAL
 
     def __init__(self, replay: Replay, root: Path, nursery: trio.Nursery,
-                 monkeypatch: pytest.MonkeyPatch) -> None:
+                 clock: MockClock, monkeypatch: pytest.MonkeyPatch) -> None:
         super().__init__(httpx.AsyncClient(transport=replay.transport("control"),
                                            base_url=API_URL))
         self.replay = replay
         self.names = Names.from_json(replay.names)
         self.root = root
         self.nursery = nursery
+        self.clock = clock
         self.monkeypatch = monkeypatch
         self.mounts: list[KgOperations] = []
         self.clients: list[KgApiClient] = [self.http]  # type: ignore[list-item]
@@ -87,12 +88,14 @@ class ReplayPlatform(PlatformControl):
         self.replay.server_up()
 
     async def wait_poll(self) -> None:
+        """The live run sleeps a poll interval and a second: so does the clock here."""
+        self.clock.jump(POLL_INTERVAL + 1)
         for ops in self.mounts:
             await self._poll(ops)
 
     async def settle(self, check: Callable[[], Awaitable[T]], what: str,
                      timeout: float) -> T:
-        deadline = trio.current_time() + min(timeout, SETTLE_LIMIT)
+        deadline = trio.current_time() + timeout  # a live run's seconds: see wait_poll
         while True:
             value = await check()
             if value:
@@ -111,6 +114,7 @@ class ReplayPlatform(PlatformControl):
 class ReplayRunner:
     root: Path
     nursery: trio.Nursery
+    clock: MockClock
     monkeypatch: pytest.MonkeyPatch
 
     async def run(self, name: str, scenario: Callable[[ReplayPlatform], Awaitable[None]]
@@ -121,7 +125,8 @@ class ReplayRunner:
         if not path.exists():
             pytest.fail(f"no recording {path.name}: {HOW_TO_RECORD}")
         replay = Replay.load(path)
-        platform = ReplayPlatform(replay, self.root, self.nursery, self.monkeypatch)
+        platform = ReplayPlatform(replay, self.root, self.nursery, self.clock,
+                                  self.monkeypatch)
         try:
             await scenario(platform)
         except BaseException as exc:

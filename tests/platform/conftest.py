@@ -62,6 +62,7 @@ def live_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSessi
     admin: PlatformAdmin | None = None
     setting: float | None = None
     names = Names(session_token())
+    session: LiveSession | None = None
     try:
         for who, role in (("admin", "admin"), ("contributor", "contributor"),
                           ("control", "admin")):
@@ -69,13 +70,15 @@ def live_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSessi
             recorder.name_client(clients[who].client_id, who, clients[who].client_secret)
         admin = PlatformAdmin(clients["control"])
         setting = admin.default_setting()
-        yield LiveSession(found, names, recorder, clients,
-                          tmp_path_factory.mktemp("platform"))
+        session = LiveSession(found, names, recorder, clients,
+                              tmp_path_factory.mktemp("platform"))
+        yield session
     finally:
         recorder.close()
         if admin is not None:
-            if admin.default_setting() != setting:
-                admin.restore_default(setting)
+            now = admin.default_setting()
+            if session is not None and now != setting and now in session.defaults_put:
+                admin.restore_default(setting)  # a scenario stopped before it put it back
             for ontology in (names.kitchen, names.engine):
                 admin.delete_ontology(ontology)
             admin.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from trio.testing import MockClock
 
 from tests.helpers.replay_platform import ReplayRunner
 
@@ -30,6 +31,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-async def replayed(tmp_path: Path, nursery: trio.Nursery,
+def clock() -> MockClock:
+    """The replay's clock: real time, plus the time a live run waits for the mounts' polls
+    (``ReplayPlatform.wait_poll`` jumps it), so what expires or refreshes with time
+    (listings, the default, retries) does so at the same steps as it did live. A test
+    that takes it runs on it (pytest-trio)."""
+    return MockClock(rate=1.0)
+
+
+@pytest.fixture
+async def replayed(tmp_path: Path, nursery: trio.Nursery, clock: MockClock,
                    monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[ReplayRunner]:
-    yield ReplayRunner(tmp_path, nursery, monkeypatch)
+    yield ReplayRunner(tmp_path, nursery, clock, monkeypatch)

@@ -21,7 +21,6 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -180,7 +179,7 @@ class PlatformAdmin:
         self.http.put("/admin/config/search-threshold",
                       json={"threshold": value}).raise_for_status()
 
-    def delete_ontology(self, name: str) -> Any:
-        response = self.http.delete(f"/ontology/{quote(name, safe='')}",
-                                    params={"force": "true"}, timeout=300)
-        return response.status_code
+    def delete_ontology(self, name: str) -> None:
+        """Gone, with its documents (``force``: whether or not it exists)."""
+        self.http.delete(f"/ontology/{quote(name, safe='')}", params={"force": "true"},
+                         timeout=300).raise_for_status()

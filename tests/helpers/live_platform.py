@@ -156,9 +156,20 @@ async def run_live(session: LiveSession, root: Path,
         failures: list[str] = []
         try:
             await scenario(platform)
-        finally:
-            await platform.server_up()
-            failures = await trio.to_thread.run_sync(platform.close)
-            recorder.save(RECORDINGS / f"{name}.json")
+        except BaseException as exc:
+            failures = await _finish(platform, recorder, name)
+            if failures:
+                exc.add_note("and the mounts:\n" + "\n".join(failures))
+            raise
+        failures = await _finish(platform, recorder, name)
     if failures:
         pytest.fail("\n".join(failures))
+
+
+async def _finish(platform: LivePlatform, recorder: Recorder, name: str) -> list[str]:
+    """Back up, unmounted, recorded: what went wrong with the mounts."""
+    with trio.CancelScope(shield=True):
+        await platform.server_up()
+        failures = await trio.to_thread.run_sync(platform.close)
+    recorder.save(RECORDINGS / f"{name}.json")
+    return failures

@@ -52,7 +52,7 @@ class ReplayPlatform(PlatformControl):
         self.clock = clock
         self.monkeypatch = monkeypatch
         self.mounts: list[KgOperations] = []
-        self.clients: list[KgApiClient] = [self.http]  # type: ignore[list-item]
+        self.clients: list[KgApiClient] = []
 
     async def mount(self, who: str = "admin", *, allow_document_delete: bool = False
                     ) -> DriverShell:
@@ -108,6 +108,7 @@ class ReplayPlatform(PlatformControl):
     async def aclose(self) -> None:
         for client in self.clients:
             await client.aclose()
+        await self.http.aclose()
 
 
 @dataclass

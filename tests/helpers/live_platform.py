@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDINGS = ROOT / "tests" / "replay" / "recordings"
 # Log lines a scenario's mounts may write at WARNING (the outage: the platform stopped).
 ALLOWED_LOG = {"outage": [r"server unavailable, serving cached listings",
-                          r"serving stale results for"]}
+                          r"serving stale results for",
+                          r"serving the catalog last listed"]}
 
 
 @dataclass

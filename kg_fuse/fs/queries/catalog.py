@@ -60,6 +60,7 @@ class Catalog:
         # what was held when the content changed: served while the server cannot answer
         self._last_ontologies: dict[str, CatalogNode] | None = None
         self._last_documents: dict[str, dict[str, DocumentEntry]] = {}
+        self._serving_stale = False  # the last look at the catalog fell back to these
         self._names: dict[str, NameRegistry] = {}
         self._content: dict[str, bytes] = {}
         self._content_bytes = 0
@@ -85,11 +86,12 @@ class Catalog:
                     except RETRIED as exc:
                         if self._last_ontologies is None:
                             raise
-                        log.warning("serving the ontologies last listed: %s", exc)
+                        self._serving_last(exc)
                         return self._last_ontologies
                     self._ontologies = {self._ontology_names.name_for(n.id, n.name): n
                                         for n in nodes}
                     self._last_ontologies = None
+                    self._serving_stale = False
         return self._ontologies
 
     async def ontology(self, file_name: str) -> CatalogNode | None:
@@ -134,8 +136,14 @@ class Catalog:
             last = self._last_documents.get(ontology)
             if last is None:
                 raise
-            log.warning("serving the documents of %r last listed: %s", ontology, exc)
+            self._serving_last(exc)
             return last
+
+    def _serving_last(self, exc: errors.KgError) -> None:
+        """Said once an outage (and again after the server answered in between)."""
+        if not self._serving_stale:
+            log.warning("serving the catalog last listed: %s", exc)
+        self._serving_stale = True
 
     async def _fetch_documents(self, ontology: str) -> dict[str, DocumentEntry]:
         node = await self.ontology(ontology)

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import errno
 import logging
+import math
 import os
 import shlex
 import subprocess
@@ -21,6 +22,7 @@ from kg_fuse.console import (
     Command,
     absolute_paths,
     add_commands,
+    check_client_pair,
     forwarded_options,
     leave_working_directory,
     option,
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
+#: The mount's timings and their floors in seconds (0: any positive number): a poll or refetch more often than 0.1 s would hammer the server, and a deadline under
+#: 0.1 s fails every request; the ingest delay may be as short as you like, not 0.
+TIMINGS = (("--poll-interval", 0.1), ("--max-age", 0.1), ("--timeout", 0.1),
+           ("--probe-timeout", 0.1), ("--ingest-delay", 0.0))
 _MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to forward
 
 
@@ -134,6 +140,8 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     absolute_paths(args)  # the mount runs in /
     mountpoint = args.mountpoint
+    _check_timings(args)
+    _check_client_options(args)
     _check_mountpoint(mountpoint, args.nonempty)
     connection = _connection(args)
     if not args.foreground:
@@ -142,14 +150,39 @@ def cmd_mount(args: argparse.Namespace) -> int:
     return _mount_in_foreground(args, mountpoint, connection)
 
 
+def _check_timings(args: argparse.Namespace) -> None:
+    """Every timing a finite number of seconds above its floor, before anything is
+    mounted: a mount given ``--poll-interval -1`` used to report "mounted" and die, and
+    ``--poll-interval 0`` asked the server a thousand times a second."""
+    for flag, floor in TIMINGS:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if math.isfinite(value) and (value >= floor if floor > 0 else value > 0):
+            continue
+        least = f"at least {floor:g}" if floor > 0 else "more than 0"
+        default = next(a.default for a in _MOUNT_OPTIONS if flag in a.option_strings)
+        raise UsageError(f"{flag} {value:g}: it must be a number of seconds, {least}",
+                         hint=f"{flag} {default:g} is the default")
+
+
+def _check_client_options(args: argparse.Namespace) -> None:
+    """``--client-id`` and ``--client-secret-file`` go together: one alone used to be
+    ignored, and the mount took other credentials without a word."""
+    check_client_pair(args.client_id, args.client_secret_file)
+
+
 def _check_mountpoint(mountpoint: Path, nonempty: bool) -> None:
     """A directory, not mounted on yet, and empty unless ``--nonempty``."""
+    where = shlex.quote(str(mountpoint))
+    if not mountpoint.exists():
+        raise UsageError(f"{mountpoint} does not exist", hint=f"mkdir -p {where}")
     if not mountpoint.is_dir():
-        what = "does not exist" if not mountpoint.exists() else "is not a directory"
-        raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
+        beside = shlex.quote(f"{mountpoint}-mount")
+        raise UsageError(f"{mountpoint} is not a directory: kg-fuse mounts on an empty "
+                         "directory", hint=f"mount on a directory instead, e.g. mkdir "
+                                           f"{beside} && kg-fuse mount {beside}")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint} is already a mountpoint",
-                         hint=f"kg-fuse status {mountpoint}; kg-fuse unmount {mountpoint}")
+                         hint=f"kg-fuse status {where}; kg-fuse unmount {where}")
     if not nonempty and any(os.scandir(mountpoint)):
         raise UsageError(f"{mountpoint} is not empty: mounting would hide its files",
                          hint="use an empty directory, or add --nonempty")
@@ -165,10 +198,14 @@ def _connection(args: argparse.Namespace) -> Connection:
         return resolve_connection(args.api_url, args.client_id, secret_file,
                                   role="admin" if args.admin else "user",
                                   data_dir=str(args.data_dir) if args.data_dir else None)
-    except (KgError, OSError) as exc:
-        raise UsageError(str(exc), hint=f"kg-fuse server start"
-                                        f"{paths.data_dir_args(args.data_dir)}, or pass "
-                                        "--api-url") from None
+    except OSError as exc:  # the secret file given cannot be read: the input is wrong
+        raise UsageError(f"cannot read the client secret: {exc.strerror}: {exc.filename}",
+                         hint="--client-secret-file names a file holding the secret"
+                         ) from None
+    except KgError as exc:  # no server to mount, yet: the command failed (exit 1)
+        raise CommandError(str(exc), hint=f"kg-fuse server start"
+                                          f"{paths.data_dir_args(args.data_dir)}, or pass "
+                                          "--api-url") from None
 
 
 def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,

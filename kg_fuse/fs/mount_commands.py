@@ -65,7 +65,7 @@ def _commands() -> list[Command]:
                             f"{paths.data_dir()}); saved queries stay where they are"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
                 option("--client-secret-file", type=Path,
-                       help="file holding the OAuth client secret"),
+                       help="file holding the OAuth client secret (use with --client-id)"),
                 option("--admin", action="store_true",
                        help="use the embedded server's admin client instead of the ordinary "
                             "one"),
@@ -76,13 +76,13 @@ def _commands() -> list[Command]:
                             "untouched, until unmount)"),
                 option("--poll-interval", type=float, default=5.0,
                        help="seconds between checks of the server's epoch and default "
-                            "threshold; a change refreshes listings"),
+                            "threshold, at least 0.1; a change refreshes listings"),
                 option("--max-age", type=float, default=60.0,
-                       help="refetch a listing at least this often, in seconds"),
+                       help="refetch a listing at least this often, in seconds (at least 0.1)"),
                 option("--timeout", type=float, default=5.0,
-                       help="deadline of each HTTP request, in seconds"),
+                       help="deadline of each HTTP request, in seconds (at least 0.1)"),
                 option("--probe-timeout", type=float, default=2.0,
-                       help="deadline of the creation-time probe, in seconds"),
+                       help="deadline of the creation-time probe, in seconds (at least 0.1)"),
                 option("--ingest-delay", type=float, default=2.0,
                        help="seconds between closing a file in ingest/ and its upload, "
                             "during which rm cancels and mv redirects it"),

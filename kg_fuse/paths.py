@@ -107,6 +107,13 @@ def mount_private_dirs(mountpoint: str | os.PathLike[str]) -> list[Path]:
     return [data_dir(), data_dir() / "mounts", mount_state_dir(mountpoint)]
 
 
+def mount_server_path(mountpoint: str | os.PathLike[str]) -> Path:
+    """Which server the mount now at ``mountpoint`` uses (its address and the
+    ``--data-dir`` it was mounted with): written at each mount, read by ``kg-fuse
+    unmount --stop-server``, so it stops that server and no other."""
+    return mount_state_dir(mountpoint) / "server.json"
+
+
 def mount_log_path(mountpoint: str | os.PathLike[str]) -> Path:
     """The log of a mount started in the background (``kg-fuse mount`` without -f)."""
     return mount_state_dir(mountpoint) / "kg-fuse.log"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import logging
 import math
 import os
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
-#: The mount's timings and their floors in seconds (0: any positive number): a poll or refetch more often than 0.1 s would hammer the server, and a deadline under
-#: 0.1 s fails every request; the ingest delay may be as short as you like, not 0.
+#: The mount's timings and their floors in seconds (0: any positive number): a poll or
+#: refetch more often than 0.1 s would hammer the server, and a deadline under 0.1 s
+#: fails every request; the ingest delay may be as short as you like, not 0.
 TIMINGS = (("--poll-interval", 0.1), ("--max-age", 0.1), ("--timeout", 0.1),
            ("--probe-timeout", 0.1), ("--ingest-delay", 0.0))
 _MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to forward
@@ -225,6 +227,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
         _settle_store(args, mountpoint)
     except CommandError as exc:
         return _refuse_in_foreground(args, exc)
+    _record_server(mountpoint, connection.api_url, args.data_dir)
     options = MountOptions(
         mountpoint=mountpoint, connection=connection, poll_interval=args.poll_interval,
         max_age=args.max_age,
@@ -244,6 +247,26 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
     except RuntimeError as exc:  # pyfuse3.init failing
         return _refuse_in_foreground(args, CommandError(f"cannot mount {mountpoint}: {exc}"))
     return 0
+
+
+def _record_server(mountpoint: Path, api_url: str, data_dir: Path | None) -> None:
+    """Say which server this mount uses, for ``kg-fuse unmount --stop-server``."""
+    record = {"api_url": api_url, "data_dir": str(data_dir) if data_dir else None}
+    path = paths.mount_server_path(mountpoint)
+    with open(owner_only.open_private(path, append=False), "w", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def recorded_server(mountpoint: Path) -> tuple[str, Path | None] | None:
+    """The API address the mount at ``mountpoint`` uses and the ``--data-dir`` it was
+    mounted with (None: the default), or None when the mount recorded neither (a mount
+    made by an earlier kg-fuse)."""
+    try:
+        record = json.loads(paths.mount_server_path(mountpoint).read_text(encoding="utf-8"))
+        data_dir = record["data_dir"]
+        return str(record["api_url"]), Path(data_dir) if data_dir else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _refuse_in_foreground(args: argparse.Namespace, error: CommandError) -> int:

@@ -238,7 +238,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
     try:
         run_mount(options)
     except StoreCorrupt as exc:
-        return _refuse_in_foreground(args, _store_refusal(exc, mountpoint))
+        return _refuse_in_foreground(args, _store_refusal(exc, args))
     except CredentialsRejected as exc:
         return _refuse_in_foreground(args, CommandError(
             f"cannot mount {mountpoint}: {exc}",
@@ -278,14 +278,16 @@ def _refuse_in_foreground(args: argparse.Namespace, error: CommandError) -> int:
     return error.code
 
 
-def _store_refusal(exc: StoreCorrupt, mountpoint: Path) -> CommandError:
+def _store_refusal(exc: StoreCorrupt, args: argparse.Namespace) -> CommandError:
     """An unreadable saved-query store: the mount refuses, every time, until the user
-    picks one of the two commands the hint names."""
-    kept = shlex.quote(str(exc.kept_at))
-    where = shlex.quote(str(mountpoint))
-    return CommandError(str(exc), hint=f"repair that file, then: kg-fuse mount "
-                                       f"--restore-store {kept} {where}; or start with no "
-                                       f"saved queries: kg-fuse mount --start-empty {where}")
+    picks one of the two commands the hint names (each with the server the mount names)."""
+    server = [*paths.data_dir_argv(args.data_dir),
+              *(["--api-url", args.api_url] if args.api_url else [])]
+    restore = paths.command_line("mount", *server, "--restore-store", exc.kept_at,
+                                 args.mountpoint)
+    empty = paths.command_line("mount", *server, "--start-empty", args.mountpoint)
+    return CommandError(str(exc), hint=f"repair that file, then: {restore}; or start with "
+                                       f"no saved queries: {empty}")
 
 
 def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
@@ -308,10 +310,12 @@ def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
         else:
             store.load()
     except StoreCorrupt as exc:
-        raise _store_refusal(exc, mountpoint) from None
+        raise _store_refusal(exc, args) from None
     except StoreInUse as exc:
         raise UsageError(f"{exc}; nothing was changed",
-                         hint=f"kg-fuse mount {shlex.quote(str(mountpoint))}") from None
+                         hint=paths.command_line(
+                             "mount", *paths.data_dir_argv(args.data_dir), mountpoint)
+                         ) from None
     except ValueError as exc:  # the file to restore still does not parse
         raise UsageError(f"{exc}; nothing was changed",
                          hint="repair it and run the same command again") from None
@@ -404,7 +408,8 @@ def unmount(mountpoint: Path) -> int:
         said = " ".join(result.stderr.split()).removeprefix("fusermount3: ")
         if "busy" in said.lower():
             raise CommandError(f"{mountpoint} is busy: a shell or program is using it",
-                               hint=f"cd out of it; see who with: fuser -vm {mountpoint}")
+                               hint="cd out of it; see who with: "
+                                    f"{shlex.join(['fuser', '-vm', str(mountpoint)])}")
         raise CommandError(f"unmounting {mountpoint} failed: {said or result.returncode}")
     return result.returncode
 
@@ -413,7 +418,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
     state, _ = _mount_state(mountpoint, "kg-fuse status reports only kg-fuse's mounts")
     if state == "dead":
-        print(f"{mountpoint}: dead mount (its process ended); run: kg-fuse unmount {mountpoint}")
+        print(f"{mountpoint}: dead mount (its process ended); run: "
+              f"{paths.command_line('unmount', mountpoint)}")
         return 1
     print(f"{mountpoint}: {state}")
     return 0 if state == "mounted" else 1

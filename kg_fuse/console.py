@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kg_fuse import exits, version
-from kg_fuse.exits import CommandError
+from kg_fuse.exits import CommandError, UsageError
 
 #: The server extra's packages (the model's weights are not one: a missing model says
 #: how to install it, see kg_fuse.server.embedding.models)
@@ -142,6 +142,17 @@ def leave_working_directory() -> None:
     """Run in ``/``: a daemon whose working directory is inside a mount keeps that mount
     busy, and the caller's ``kg-fuse unmount`` fails. Call after :func:`absolute_paths`."""
     os.chdir("/")
+
+
+def check_client_pair(client_id: str | None, secret_file: object) -> None:
+    """Refuse ``--client-id`` without ``--client-secret-file``, and the reverse: one
+    alone used to be ignored, and other credentials taken without a word."""
+    if bool(client_id) != bool(secret_file):
+        given, missing = (("--client-id", "--client-secret-file") if client_id
+                          else ("--client-secret-file", "--client-id"))
+        raise UsageError(f"{given} needs {missing}: a client is its id and its secret",
+                         hint=f"add {missing}, or drop {given} to use the credentials "
+                              "kg-fuse finds by itself")
 
 
 def _server_missing(exc: ModuleNotFoundError) -> bool:

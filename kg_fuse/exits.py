@@ -6,6 +6,7 @@ turns them into one line on stderr, ``kg-fuse: MESSAGE (hint: HINT)``, and the e
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 OK = 0
@@ -41,4 +42,4 @@ class UsageError(CommandError):
 def install_hint(extra: str) -> str:
     """How to add an extra, with the interpreter this kg-fuse runs in. From a checkout:
     the registry's ``kg-fuse`` is another program (the platform's own client)."""
-    return f"in a kg-fuse checkout: {sys.executable} -m pip install '.[{extra}]'"
+    return f"in a kg-fuse checkout: {shlex.quote(sys.executable)} -m pip install '.[{extra}]'"

@@ -81,12 +81,25 @@ def server_credentials_path(base: Path | None = None) -> Path:
     return server_dir(base) / "server-credentials.json"
 
 
+def data_dir_argv(base: Path | None) -> list[str]:
+    """``["--data-dir", DIR]`` (absolute) for a command to name the server on ``base``;
+    nothing for the default data directory."""
+    if base is None or is_default_data_dir(base):
+        return []
+    return ["--data-dir", os.path.abspath(base)]
+
+
 def data_dir_args(base: Path | None) -> str:
     """`` --data-dir DIR`` (absolute, quoted for a shell) for a command to name the
     server on ``base``; nothing for the default data directory."""
-    if base is None or is_default_data_dir(base):
-        return ""
-    return f" --data-dir {shlex.quote(os.path.abspath(base))}"
+    argv = data_dir_argv(base)
+    return f" {shlex.join(argv)}" if argv else ""
+
+
+def command_line(*argv: str | os.PathLike[str]) -> str:
+    """``kg-fuse ARGV...`` as a shell reads it back (quoted: paths with spaces), for a
+    command kg-fuse prints for its user to paste."""
+    return shlex.join(["kg-fuse", *map(os.fspath, argv)])
 
 
 def platform_cli_config_path() -> Path:
@@ -105,6 +118,13 @@ def mount_state_dir(mountpoint: str | os.PathLike[str]) -> Path:
 def mount_private_dirs(mountpoint: str | os.PathLike[str]) -> list[Path]:
     """A mount's folders, kept 0700: its saved queries and (by default) its log."""
     return [data_dir(), data_dir() / "mounts", mount_state_dir(mountpoint)]
+
+
+def mount_server_path(mountpoint: str | os.PathLike[str]) -> Path:
+    """Which server the mount now at ``mountpoint`` uses (its address and the
+    ``--data-dir`` it was mounted with): written at each mount, read by ``kg-fuse
+    unmount --stop-server``, so it stops that server and no other."""
+    return mount_state_dir(mountpoint) / "server.json"
 
 
 def mount_log_path(mountpoint: str | os.PathLike[str]) -> Path:

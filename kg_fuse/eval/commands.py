@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kg_fuse.console import Command, add_commands, option
+from kg_fuse.console import Command, add_commands, check_client_pair, option
 from kg_fuse.eval import sets
-from kg_fuse.exits import install_hint
+from kg_fuse.exits import CommandError, UsageError, install_hint
 from kg_fuse.limits import DEFAULT_LIMIT
 
 if TYPE_CHECKING:
@@ -32,7 +32,8 @@ def _command() -> Command:
                         "several sets against the same server (default: stdlib)"),
             option("--api-url", help="the API address (default: the embedded server's)"),
             option("--client-id", help="OAuth client id (use with --client-secret-file)"),
-            option("--client-secret-file", help="file holding the OAuth client secret"),
+            option("--client-secret-file",
+                   help="file holding the OAuth client secret (use with --client-id)"),
             option("--limit", type=int, default=DEFAULT_LIMIT,
                    help=f"listing limit, as a query directory's (default {DEFAULT_LIMIT})"),
             option("--no-cut", action="store_true",
@@ -57,16 +58,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from kg_fuse.client import KgApiClient, KgError, resolve_connection
     from kg_fuse.eval.runner import Evaluator
 
-    refused = _refused(args)
-    if refused is not None:
-        print(f"kg-fuse eval: {refused}", file=sys.stderr)
-        return 2
+    _refuse_options(args)
+    check_client_pair(args.client_id, args.client_secret_file)
     try:
         qsets = [sets.load(name) for name in args.query_sets or ["stdlib"]]
+    except sets.QuerySetError as exc:
+        raise UsageError(f"eval: {exc}", hint="--set takes "
+                         f"{', '.join(sets.builtin_names())} or a .toml file") from None
+    try:
         connection = resolve_connection(args.api_url, args.client_id, args.client_secret_file)
-    except (sets.QuerySetError, KgError, OSError) as exc:
-        print(f"kg-fuse eval: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:  # the secret file given cannot be read: the input is wrong
+        raise UsageError(f"eval: cannot read the client secret: {exc.strerror}: "
+                         f"{exc.filename}",
+                         hint="--client-secret-file names a file holding the secret") from None
+    except KgError as exc:  # no server to measure, yet: the command failed (exit 1)
+        raise CommandError(f"eval: {exc}",
+                           hint="kg-fuse server start, or pass --api-url") from None
 
     async def run():
         client = KgApiClient(connection.api_url, connection.credentials, timeout=60.0)
@@ -80,22 +87,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         results = trio.run(run)
     except KgError as exc:  # the runner's parallel searches fail as one (one_failure)
-        print(f"kg-fuse eval: {connection.api_url}: {exc}", file=sys.stderr)
-        return 1
+        raise CommandError(f"eval: {connection.api_url}: {exc}",
+                           hint="kg-fuse server status says whether it runs") from None
     _report(args, results)
     return 0
 
 
-def _refused(args: argparse.Namespace) -> str | None:
-    """Why the options cannot run, if they cannot."""
+def _refuse_options(args: argparse.Namespace) -> None:
+    """Refuse options that cannot run, before asking the server anything."""
     if not 1 <= args.limit <= 1000:
-        return "--limit must be in 1..1000"
+        raise UsageError(f"eval: --limit {args.limit}: it must be in 1..1000",
+                         hint=f"--limit {DEFAULT_LIMIT} is the default")
     if args.plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            return f"--plot needs matplotlib: {install_hint('plot')}"
-    return None
+            raise UsageError("eval: --plot needs matplotlib",
+                               hint=install_hint("plot")) from None
 
 
 def _report(args: argparse.Namespace, results: list[EvalRun]) -> None:

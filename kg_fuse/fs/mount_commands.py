@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import json
 import logging
+import math
 import os
 import shlex
 import subprocess
@@ -21,6 +23,7 @@ from kg_fuse.console import (
     Command,
     absolute_paths,
     add_commands,
+    check_client_pair,
     forwarded_options,
     leave_working_directory,
     option,
@@ -36,6 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 30.0
+#: The mount's timings and their floors in seconds (0: any positive number): a poll or
+#: refetch more often than 0.1 s would hammer the server, and a deadline under 0.1 s
+#: fails every request; the ingest delay may be as short as you like, not 0.
+TIMINGS = (("--poll-interval", 0.1), ("--max-age", 0.1), ("--timeout", 0.1),
+           ("--probe-timeout", 0.1), ("--ingest-delay", 0.0))
 _MOUNT_OPTIONS: list[argparse.Action] = []  # the mount command's options, to forward
 
 
@@ -59,7 +67,7 @@ def _commands() -> list[Command]:
                             f"{paths.data_dir()}); saved queries stay where they are"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
                 option("--client-secret-file", type=Path,
-                       help="file holding the OAuth client secret"),
+                       help="file holding the OAuth client secret (use with --client-id)"),
                 option("--admin", action="store_true",
                        help="use the embedded server's admin client instead of the ordinary "
                             "one"),
@@ -70,13 +78,13 @@ def _commands() -> list[Command]:
                             "untouched, until unmount)"),
                 option("--poll-interval", type=float, default=5.0,
                        help="seconds between checks of the server's epoch and default "
-                            "threshold; a change refreshes listings"),
+                            "threshold, at least 0.1; a change refreshes listings"),
                 option("--max-age", type=float, default=60.0,
-                       help="refetch a listing at least this often, in seconds"),
+                       help="refetch a listing at least this often, in seconds (at least 0.1)"),
                 option("--timeout", type=float, default=5.0,
-                       help="deadline of each HTTP request, in seconds"),
+                       help="deadline of each HTTP request, in seconds (at least 0.1)"),
                 option("--probe-timeout", type=float, default=2.0,
-                       help="deadline of the creation-time probe, in seconds"),
+                       help="deadline of the creation-time probe, in seconds (at least 0.1)"),
                 option("--ingest-delay", type=float, default=2.0,
                        help="seconds between closing a file in ingest/ and its upload, "
                             "during which rm cancels and mv redirects it"),
@@ -134,6 +142,8 @@ def _setup_logging(log_file: Path | None, debug: bool) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     absolute_paths(args)  # the mount runs in /
     mountpoint = args.mountpoint
+    _check_timings(args)
+    _check_client_options(args)
     _check_mountpoint(mountpoint, args.nonempty)
     connection = _connection(args)
     if not args.foreground:
@@ -142,14 +152,39 @@ def cmd_mount(args: argparse.Namespace) -> int:
     return _mount_in_foreground(args, mountpoint, connection)
 
 
+def _check_timings(args: argparse.Namespace) -> None:
+    """Every timing a finite number of seconds above its floor, before anything is
+    mounted: a mount given ``--poll-interval -1`` used to report "mounted" and die, and
+    ``--poll-interval 0`` asked the server a thousand times a second."""
+    for flag, floor in TIMINGS:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if math.isfinite(value) and (value >= floor if floor > 0 else value > 0):
+            continue
+        least = f"at least {floor:g}" if floor > 0 else "more than 0"
+        default = next(a.default for a in _MOUNT_OPTIONS if flag in a.option_strings)
+        raise UsageError(f"{flag} {value:g}: it must be a number of seconds, {least}",
+                         hint=f"{flag} {default:g} is the default")
+
+
+def _check_client_options(args: argparse.Namespace) -> None:
+    """``--client-id`` and ``--client-secret-file`` go together: one alone used to be
+    ignored, and the mount took other credentials without a word."""
+    check_client_pair(args.client_id, args.client_secret_file)
+
+
 def _check_mountpoint(mountpoint: Path, nonempty: bool) -> None:
     """A directory, not mounted on yet, and empty unless ``--nonempty``."""
+    where = shlex.quote(str(mountpoint))
+    if not mountpoint.exists():
+        raise UsageError(f"{mountpoint} does not exist", hint=f"mkdir -p {where}")
     if not mountpoint.is_dir():
-        what = "does not exist" if not mountpoint.exists() else "is not a directory"
-        raise UsageError(f"{mountpoint} {what}", hint=f"mkdir -p {mountpoint}")
+        beside = shlex.quote(f"{mountpoint}-mount")
+        raise UsageError(f"{mountpoint} is not a directory: kg-fuse mounts on an empty "
+                         "directory", hint=f"mount on a directory instead, e.g. mkdir "
+                                           f"{beside} && kg-fuse mount {beside}")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint} is already a mountpoint",
-                         hint=f"kg-fuse status {mountpoint}; kg-fuse unmount {mountpoint}")
+                         hint=f"kg-fuse status {where}; kg-fuse unmount {where}")
     if not nonempty and any(os.scandir(mountpoint)):
         raise UsageError(f"{mountpoint} is not empty: mounting would hide its files",
                          hint="use an empty directory, or add --nonempty")
@@ -165,10 +200,14 @@ def _connection(args: argparse.Namespace) -> Connection:
         return resolve_connection(args.api_url, args.client_id, secret_file,
                                   role="admin" if args.admin else "user",
                                   data_dir=str(args.data_dir) if args.data_dir else None)
-    except (KgError, OSError) as exc:
-        raise UsageError(str(exc), hint=f"kg-fuse server start"
-                                        f"{paths.data_dir_args(args.data_dir)}, or pass "
-                                        "--api-url") from None
+    except OSError as exc:  # the secret file given cannot be read: the input is wrong
+        raise UsageError(f"cannot read the client secret: {exc.strerror}: {exc.filename}",
+                         hint="--client-secret-file names a file holding the secret"
+                         ) from None
+    except KgError as exc:  # no server to mount, yet: the command failed (exit 1)
+        raise CommandError(str(exc), hint=f"kg-fuse server start"
+                                          f"{paths.data_dir_args(args.data_dir)}, or pass "
+                                          "--api-url") from None
 
 
 def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
@@ -188,6 +227,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
         _settle_store(args, mountpoint)
     except CommandError as exc:
         return _refuse_in_foreground(args, exc)
+    _record_server(mountpoint, connection.api_url, args.data_dir)
     options = MountOptions(
         mountpoint=mountpoint, connection=connection, poll_interval=args.poll_interval,
         max_age=args.max_age,
@@ -198,7 +238,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
     try:
         run_mount(options)
     except StoreCorrupt as exc:
-        return _refuse_in_foreground(args, _store_refusal(exc, mountpoint))
+        return _refuse_in_foreground(args, _store_refusal(exc, args))
     except CredentialsRejected as exc:
         return _refuse_in_foreground(args, CommandError(
             f"cannot mount {mountpoint}: {exc}",
@@ -207,6 +247,26 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
     except RuntimeError as exc:  # pyfuse3.init failing
         return _refuse_in_foreground(args, CommandError(f"cannot mount {mountpoint}: {exc}"))
     return 0
+
+
+def _record_server(mountpoint: Path, api_url: str, data_dir: Path | None) -> None:
+    """Say which server this mount uses, for ``kg-fuse unmount --stop-server``."""
+    record = {"api_url": api_url, "data_dir": str(data_dir) if data_dir else None}
+    path = paths.mount_server_path(mountpoint)
+    with open(owner_only.open_private(path, append=False), "w", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def recorded_server(mountpoint: Path) -> tuple[str, Path | None] | None:
+    """The API address the mount at ``mountpoint`` uses and the ``--data-dir`` it was
+    mounted with (None: the default), or None when the mount recorded neither (a mount
+    made by an earlier kg-fuse)."""
+    try:
+        record = json.loads(paths.mount_server_path(mountpoint).read_text(encoding="utf-8"))
+        data_dir = record["data_dir"]
+        return str(record["api_url"]), Path(data_dir) if data_dir else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _refuse_in_foreground(args: argparse.Namespace, error: CommandError) -> int:
@@ -218,14 +278,16 @@ def _refuse_in_foreground(args: argparse.Namespace, error: CommandError) -> int:
     return error.code
 
 
-def _store_refusal(exc: StoreCorrupt, mountpoint: Path) -> CommandError:
+def _store_refusal(exc: StoreCorrupt, args: argparse.Namespace) -> CommandError:
     """An unreadable saved-query store: the mount refuses, every time, until the user
-    picks one of the two commands the hint names."""
-    kept = shlex.quote(str(exc.kept_at))
-    where = shlex.quote(str(mountpoint))
-    return CommandError(str(exc), hint=f"repair that file, then: kg-fuse mount "
-                                       f"--restore-store {kept} {where}; or start with no "
-                                       f"saved queries: kg-fuse mount --start-empty {where}")
+    picks one of the two commands the hint names (each with the server the mount names)."""
+    server = [*paths.data_dir_argv(args.data_dir),
+              *(["--api-url", args.api_url] if args.api_url else [])]
+    restore = paths.command_line("mount", *server, "--restore-store", exc.kept_at,
+                                 args.mountpoint)
+    empty = paths.command_line("mount", *server, "--start-empty", args.mountpoint)
+    return CommandError(str(exc), hint=f"repair that file, then: {restore}; or start with "
+                                       f"no saved queries: {empty}")
 
 
 def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
@@ -248,10 +310,12 @@ def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
         else:
             store.load()
     except StoreCorrupt as exc:
-        raise _store_refusal(exc, mountpoint) from None
+        raise _store_refusal(exc, args) from None
     except StoreInUse as exc:
         raise UsageError(f"{exc}; nothing was changed",
-                         hint=f"kg-fuse mount {shlex.quote(str(mountpoint))}") from None
+                         hint=paths.command_line(
+                             "mount", *paths.data_dir_argv(args.data_dir), mountpoint)
+                         ) from None
     except ValueError as exc:  # the file to restore still does not parse
         raise UsageError(f"{exc}; nothing was changed",
                          hint="repair it and run the same command again") from None
@@ -344,7 +408,8 @@ def unmount(mountpoint: Path) -> int:
         said = " ".join(result.stderr.split()).removeprefix("fusermount3: ")
         if "busy" in said.lower():
             raise CommandError(f"{mountpoint} is busy: a shell or program is using it",
-                               hint=f"cd out of it; see who with: fuser -vm {mountpoint}")
+                               hint="cd out of it; see who with: "
+                                    f"{shlex.join(['fuser', '-vm', str(mountpoint)])}")
         raise CommandError(f"unmounting {mountpoint} failed: {said or result.returncode}")
     return result.returncode
 
@@ -353,7 +418,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint.absolute()
     state, _ = _mount_state(mountpoint, "kg-fuse status reports only kg-fuse's mounts")
     if state == "dead":
-        print(f"{mountpoint}: dead mount (its process ended); run: kg-fuse unmount {mountpoint}")
+        print(f"{mountpoint}: dead mount (its process ended); run: "
+              f"{paths.command_line('unmount', mountpoint)}")
         return 1
     print(f"{mountpoint}: {state}")
     return 0 if state == "mounted" else 1

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kg_fuse import owner_only, paths
 from kg_fuse.exits import CommandError
@@ -38,6 +39,28 @@ class ServerRecord:
     started: int  # the process start time in clock ticks (/proc/PID/stat field 22)
     api_url: str
     log_file: str = ""
+    argv: tuple[str, ...] = ()  # serve's options as it was started (not --log-file)
+
+    def start_argv(self, data_dir: Path | None, **replaced: str) -> list[str]:
+        """``server start``'s options that start this server again (its log included
+        when it is not the usual one), with ``replaced`` options (``port="8800"``)."""
+        argv = list(self.argv)
+        if "--data-dir" not in argv:  # a pid file from before the options were kept
+            argv = [*paths.data_dir_argv(data_dir), *argv]
+        for name, value in replaced.items():
+            flag = "--" + name.replace("_", "-")
+            if flag in argv:
+                argv[argv.index(flag) + 1] = value
+            else:
+                argv += [flag, value]
+        if self.log_file and Path(self.log_file) != paths.server_log_path(data_dir):
+            argv += ["--log-file", self.log_file]
+        return argv
+
+    def restart_command(self, data_dir: Path | None, **replaced: str) -> str:
+        """The commands that stop this server and start it again, with ``replaced``."""
+        return (f"{paths.command_line('server', 'stop', *paths.data_dir_argv(data_dir))} && "
+                f"{paths.command_line('server', 'start', *self.start_argv(data_dir, **replaced))}")
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -55,8 +78,10 @@ def _start_ticks(pid: int) -> int | None:
 def read_record(pid_file: Path) -> ServerRecord | None:
     """The live server the pid file names, or None (no file, stale, or unreadable)."""
     try:
-        record = ServerRecord(**json.loads(pid_file.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
+        fields = json.loads(pid_file.read_text(encoding="utf-8"))
+        fields["argv"] = tuple(str(arg) for arg in fields.get("argv", ()))
+        record = ServerRecord(**fields)
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
     if _start_ticks(record.pid) != record.started:
         return None
@@ -64,13 +89,16 @@ def read_record(pid_file: Path) -> ServerRecord | None:
 
 
 @contextlib.contextmanager
-def pid_file_held(pid_file: Path, api_url: str, log_file: str = "") -> Iterator[None]:
-    """Write the pid file for this process while the block runs; remove it after."""
+def pid_file_held(pid_file: Path, api_url: str, log_file: str = "",
+                  argv: tuple[str, ...] = ()) -> Iterator[None]:
+    """Write the pid file for this process while the block runs; remove it after. It
+    holds the options the server was started with, so a command can print the one that
+    restarts it as it was."""
     pid = os.getpid()
     started = _start_ticks(pid)
     if started is None:
         raise CommandError("cannot read this process's start time from /proc")
-    record = ServerRecord(pid, started, api_url, log_file)
+    record = ServerRecord(pid, started, api_url, log_file, tuple(argv))
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     temporary = pid_file.with_name(pid_file.name + f".{pid}")
     with open(owner_only.open_private(temporary, append=False), "w", encoding="utf-8") as f:
@@ -103,6 +131,25 @@ def _health(api_url: str) -> dict | None:
         return None
 
 
+def _default_threshold(api_url: str, data_dir: Path | None) -> float | None:
+    """The server's default search threshold, asked as its user client (the credentials
+    file next to its store), or None when it cannot be asked."""
+    import httpx
+
+    try:
+        held = json.loads(paths.server_credentials_path(data_dir).read_text(encoding="utf-8"))
+        user = held["user"]
+        with httpx.Client(base_url=api_url, timeout=5) as http:
+            token = http.post("/auth/oauth/token", data={
+                "grant_type": "client_credentials", "client_id": user["client_id"],
+                "client_secret": user["client_secret"]}).json()["access_token"]
+            epoch = http.get("/database/epoch",
+                             headers={"Authorization": f"Bearer {token}"}).json()
+        return float(epoch["default_threshold"])
+    except (OSError, ValueError, KeyError, TypeError, httpx.HTTPError):
+        return None
+
+
 def _healthy(api_url: str) -> bool:
     return _health(api_url) is not None
 
@@ -118,12 +165,19 @@ def _tail(log_file: Path, start: int, lines: int = 3) -> str:
 
 
 def start(serve_argv: list[str], data_dir: Path | None, wait: float,
-          log_file: Path | None = None) -> int:
+          log_file: Path | None = None, port: int | None = None) -> int:
     """Run ``kg-fuse serve`` detached, logging to ``log_file`` (default: next to the
-    store); return once it answers /health."""
+    store); return once it answers /health. ``port``: the one asked for by name, which
+    a server already running elsewhere cannot honour (refused, naming the restart)."""
     pid_file = paths.server_pid_path(data_dir)
     running = read_record(pid_file)
     if running is not None:
+        running_port = urlsplit(running.api_url).port
+        if port and running_port != port:
+            restart = running.restart_command(data_dir, port=str(port))
+            raise CommandError(f"the server already runs at {running.api_url} (pid "
+                               f"{running.pid}), not on port {port}",
+                               hint=f"restart it on port {port}: {restart}")
         print(f"kg-fuse: the server is already running at {running.api_url} "
               f"(pid {running.pid})")
         return 0
@@ -203,6 +257,11 @@ def status(data_dir: Path | None) -> int:
     print(f"kg-fuse: the server is running at {record.api_url} (pid {record.pid}, "
           f"{'answering' if health is not None else 'not answering yet'}; "
           f"log {record.log_file or 'stderr'})")
+    if health is not None:
+        default = _default_threshold(record.api_url, data_dir)
+        shown = f"{default:.2f}" if default is not None else "unknown (no credentials)"
+        print(f"kg-fuse: model {health.get('embedding_model')}, "
+              f"{health.get('concepts')} concepts, default threshold {shown}")
     for warning in (health or {}).get("warnings") or ():
         print(f"kg-fuse: warning: {warning}")
     return 0

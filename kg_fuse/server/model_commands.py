@@ -34,9 +34,14 @@ def _commands() -> list[Command]:
                     Command("list", help="list the models, the one in use marked *",
                             description="""One model a line: its name, dimensions, pooling,
                             whether it puts prompts before queries and documents, and its
-                            folder. '*' marks the model of the store in the default data
-                            directory (the default model if there is none).""",
-                            handler=list_command),
+                            folder. '*' marks the model of the store in the data
+                            directory (--data-dir, else the default one; the default model
+                            if it holds no store).""",
+                            handler=list_command, options=[
+                                option("--data-dir", type=Path, default=None, metavar="DIR",
+                                       help="mark the model of the store in DIR/server/ "
+                                            f"(default: {paths.data_dir()})"),
+                            ]),
                     Command("add", help="add a sentence-transformers folder as a model",
                             description="""Copy a sentence-transformers folder (e.g. a copy of
                             BAAI/bge-small-en-v1.5 or intfloat/e5-small-v2 from a machine with
@@ -59,11 +64,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_commands(subparsers, _commands())
 
 
-def model_in_use() -> str | None:
-    """The model the default data directory's store records, if it records one."""
+def model_in_use(data_dir: Path | None = None) -> str | None:
+    """The model the data directory's store records, if it records one."""
     from kg_fuse.server.storage.store import StoreError, read_setting_at
 
-    db = paths.server_db_path(None)
+    db = paths.server_db_path(data_dir)
     if not db.exists():
         return None
     try:
@@ -83,7 +88,7 @@ def list_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
 
     specs = models.list_models()
-    in_use = model_in_use() or models.DEFAULT_MODEL
+    in_use = model_in_use(args.data_dir) or models.DEFAULT_MODEL
     print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FOLDER"))
     if not any(spec.name in models.BUILT_IN for spec in specs):
         print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,
@@ -106,5 +111,5 @@ def add_command(args: argparse.Namespace) -> int:
                f"{spec.prompts.document!r}" if any(spec.prompts) else "no prompts")
     print(f"kg-fuse: added model {spec.name} ({spec.dimensions} dimensions, {spec.pooling} "
           f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
-          f"use it with: kg-fuse index --model {spec.name}")
+          f"use it with: {paths.command_line('index', '--model', spec.name)}")
     return 0

@@ -31,8 +31,9 @@ MODULES_HINT = "--modules takes standard-library modules written in Python, e.g.
 
 
 def data_dir_option(data_dir: Path | None) -> str:
-    """`` --data-dir DIR`` for a command a message names; nothing for the default."""
-    return f" --data-dir {data_dir.resolve()}" if data_dir is not None else ""
+    """`` --data-dir DIR`` (quoted) for a command a message names; nothing for the
+    default."""
+    return paths.data_dir_args(data_dir.resolve() if data_dir is not None else None)
 
 
 def check_inputs(args: argparse.Namespace) -> None:
@@ -71,29 +72,29 @@ def put_reembedded_in_place(data_dir: Path | None) -> None:
         log.info("serving the store re-embedded while the last server ran")
 
 
-def reembed_if_asked(args: argparse.Namespace) -> bool:
+def reembed_if_asked(args: argparse.Namespace) -> lifecycle.ServerRecord | None:
     """``index --model NAME`` on a store another model embedded: re-embed it (all or
-    nothing; :mod:`.startup.reembed`). Returns whether a running server must be restarted
-    to serve it; with no server running, the new store is in place."""
+    nothing; :mod:`.startup.reembed`). Returns the running server that must be restarted
+    to serve it (None: with no server running, the new store is in place)."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
     from kg_fuse.server.startup import model_record, reembed
     from kg_fuse.server.storage.store import read_setting_at
 
     db = paths.server_db_path(args.data_dir)
-    running = lifecycle.read_record(paths.server_pid_path(args.data_dir)) is not None
-    if not running and reembed.swap_in_ready(db):
+    running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
+    if running is None and reembed.swap_in_ready(db):
         log.info("a store re-embedded earlier is in place")
     if args.model is None or not db.exists():
-        return False
+        return None
     raw = read_setting_at(db, model_record.MODEL_KEY)
     stored = json.loads(raw).get("name") if raw else None
     spec = resolve(args.model)
     if stored in (None, spec.name):
-        return False  # a new store, a store of this model, or one from before the record
+        return None  # a new store, a store of this model, or one from before the record
     embedder = Embedder(spec)
     embedder.load()
-    reembed.reembed(db, embedder, server_running=running)
+    reembed.reembed(db, embedder, server_running=running is not None)
     return running
 
 

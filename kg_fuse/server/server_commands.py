@@ -44,6 +44,15 @@ def _port(value: str) -> int:
     return int(value)
 
 
+class PortGiven(argparse.Action):
+    """``--port``, remembering that it was given (``args.port_given``): ``server start``
+    refuses a port other than the running server's only when one was asked for."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        setattr(namespace, self.dest, values)
+        namespace.port_given = True
+
+
 def _store_options() -> list[console.Option]:
     return [console.option("--data-dir", type=Path, default=None, metavar="DIR",
                            help="kg-fuse's data directory: the store, its pid file and log "
@@ -53,8 +62,10 @@ def _store_options() -> list[console.Option]:
 
 def _model_option() -> console.Option:
     return console.option("--model", default=None, metavar="NAME",
-                          help="the embedding model (kg-fuse model list; default: "
-                               "all-MiniLM-L6-v2)")
+                          help="the embedding model (kg-fuse model list; default: the "
+                               "model that embedded the store, all-MiniLM-L6-v2 for a new "
+                               "store); another model than the store's is refused, except "
+                               "by index, which re-embeds the store with it")
 
 
 def _corpus_options() -> list[console.Option]:
@@ -80,7 +91,7 @@ def serve_options(log_default: str) -> list[console.Option]:
         *_corpus_options(),
         console.option("--host", default=paths.DEFAULT_HOST,
                        help="address to listen on (loopback unless --allow-remote)"),
-        console.option("--port", type=_port, default=paths.DEFAULT_PORT,
+        console.option("--port", type=_port, default=paths.DEFAULT_PORT, action=PortGiven,
                        help="TCP port to listen on (0: any free port)"),
         console.option("--allow-remote", action="store_true",
                        help="allow a non-loopback --host (the API then leaves this machine)"),
@@ -182,7 +193,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def server_start_command(args: argparse.Namespace) -> int:
     argv = serve_argv(args)  # checked; the paths in args made absolute too
-    return lifecycle.start(argv, args.data_dir, args.wait, args.log_file)
+    port = args.port if getattr(args, "port_given", False) else None
+    return lifecycle.start(argv, args.data_dir, args.wait, args.log_file, port=port)
 
 
 def serve_argv(args: argparse.Namespace) -> list[str]:
@@ -194,6 +206,11 @@ def serve_argv(args: argparse.Namespace) -> list[str]:
                          hint="add --allow-remote if the API should leave this machine")
     console.absolute_paths(args)
     open_store.check_inputs(args)
+    return _options_argv(args)
+
+
+def _options_argv(args: argparse.Namespace) -> list[str]:
+    """The serve options in ``args`` as a command line, without ``--log-file``."""
     argv: list[str] = []
     for action in _SERVE_OPTIONS:
         value = getattr(args, action.dest)
@@ -271,8 +288,9 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         sock = _bind(args.host, args.port)
     except OSError as exc:
+        status = paths.command_line("server", "status", *paths.data_dir_argv(args.data_dir))
         raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}",
-                           hint="another server may use this port: kg-fuse server status, "
+                           hint=f"another server may use this port: {status}, "
                                 "or pick one with --port") from None
     if args.log_file is not None:
         _log_to(args.log_file)
@@ -292,7 +310,8 @@ def serve_command(args: argparse.Namespace) -> int:
     open_store.put_reembedded_in_place(args.data_dir)
     graph = open_store.open_graph(args.data_dir, args.model)
     try:
-        with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or "")):
+        with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or ""),
+                                     tuple(_options_argv(args))):
             graph.embedder.load()
             open_store.build(graph, args)
             ensure_credentials(graph.store, paths.server_credentials_path(args.data_dir),
@@ -352,11 +371,11 @@ def index_command(args: argparse.Namespace) -> int:
     open_store.check_inputs(args)
     _setup_logging()
     open_store.make_private(args.data_dir)
-    if open_store.reembed_if_asked(args):
-        where = open_store.data_dir_option(args.data_dir)
+    running = open_store.reembed_if_asked(args)
+    if running is not None:
+        restart = running.restart_command(args.data_dir, model=args.model)
         print(f"re-embedded with {args.model}; the running server still serves the old "
-              f"store: restart it to serve the new one: kg-fuse server stop{where} && "
-              f"kg-fuse server start{where}")
+              f"store: restart it to serve the new one: {restart}")
         return 0
     graph = open_store.open_graph(args.data_dir, args.model)
     try:
@@ -372,6 +391,7 @@ def _stored_report(db: Path) -> str | None:
     """The calibration table the store keeps, read from its file alone (no model)."""
     import json
 
+    from kg_fuse.server.startup.model_record import MODEL_KEY
     from kg_fuse.server.storage.store import read_setting_at
     from kg_fuse.server.threshold.calibrate import CalibrationReport, format_report
     from kg_fuse.server.threshold.keys import CALIBRATION_KEY
@@ -381,19 +401,22 @@ def _stored_report(db: Path) -> str | None:
         return None
     fields = json.loads(raw)
     fields["probes"] = [tuple(p) for p in fields.get("probes", [])]
-    return format_report(CalibrationReport(**fields))
+    model = json.loads(read_setting_at(db, MODEL_KEY) or "{}").get("name")
+    return format_report(CalibrationReport(**fields), model or "model not recorded")
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
     """Print the calibration table for the built store; ``--write`` stores the default."""
     db = paths.server_db_path(args.data_dir)
+    data_dir = paths.data_dir_argv(args.data_dir)
     if not db.exists():
-        raise CommandError(f"no store at {db}", hint="build it first: kg-fuse index")
+        raise CommandError(f"no store at {db}",
+                           hint=f"build it first: {paths.command_line('index', *data_dir)}")
     if args.show:
         report_text = _stored_report(db)
         if report_text is None:
             raise CommandError("the store holds no calibration yet",
-                               hint="kg-fuse calibrate --write")
+                               hint=paths.command_line("calibrate", "--write", *data_dir))
         print(report_text)
         return 0
     _setup_logging()
@@ -404,9 +427,9 @@ def calibrate_command(args: argparse.Namespace) -> int:
         graph.reload_index()
         if not len(graph.index):
             raise CommandError("the store has no embedded concepts",
-                               hint="kg-fuse index")
+                               hint=paths.command_line("index", *data_dir))
         report = graph.threshold.calibrate(write=args.write)
-        print(format_report(report))
+        print(format_report(report, graph.embedder.name))
         if args.write:
             print(f"stored: search_default_similarity_threshold = {report.default:.2f}")
     finally:

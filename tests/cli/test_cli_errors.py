@@ -30,6 +30,14 @@ BAD_INVOCATIONS = [
     (["mount", "full"], exits.USAGE, "--nonempty"),
     (["mount", "--timeout", "soon", "empty"], exits.USAGE, "invalid float"),
     (["mount", "empty", "--client-secret-file", "missing-secret"], exits.USAGE, "secret"),
+    (["mount", "empty", "--client-id", "me", "--client-secret-file", "missing-secret"],
+     exits.USAGE, "cannot read the client secret"),
+    (["mount", "empty"], exits.FAILED, "no client credentials"),  # no server ever started
+    (["mount", "--data-dir", "empty", "empty"], exits.FAILED, "no server has run on"),
+    (["eval"], exits.FAILED, "no client credentials"),
+    (["eval", "--limit", "0"], exits.USAGE, "--limit 0"),
+    (["eval", "--set", "no-such-set"], exits.USAGE, "no-such-set"),
+    (["eval", "--client-id", "me"], exits.USAGE, "--client-id needs --client-secret-file"),
     (["unmount"], exits.USAGE, "mountpoint"),
     (["unmount", "empty"], exits.FAILED, "not mounted"),
     (["serve", "--port", "99999"], exits.USAGE, "not a TCP port"),
@@ -63,8 +71,21 @@ def test_bad_invocation_is_one_line_with_an_exit_code(
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("kg-fuse"), lines
     assert says in lines[0], lines
-    if code == exits.USAGE:
+    if code == exits.USAGE or args[:1] == ["eval"]:  # eval's too: the README's form
         assert "hint:" in lines[0]
+
+
+def test_mounting_a_file_hints_a_directory(home: tuple[dict[str, str], Path]) -> None:
+    """The hint for a file used to be ``mkdir -p FILE``, which fails: the file is there.
+    The hint's command runs when pasted, and mounts."""
+    env, cwd = home
+    result = run(["mount", "file.txt"], env, cwd)
+    assert result.returncode == exits.USAGE
+    hint = result.stderr.split("(hint: ", 1)[1].rstrip().removesuffix(")")
+    assert "mkdir -p" not in hint and str(cwd / "file.txt") + " " not in hint + " ", hint
+    command = hint.split("e.g. ", 1)[1]
+    made = subprocess.run(command.split(" && ")[0], shell=True, cwd=cwd, check=False)
+    assert made.returncode == 0 and (cwd / "file.txt-mount").is_dir()
 
 
 def test_status_of_a_missing_path_is_a_one_line_report(home: tuple[dict[str, str], Path]

@@ -135,3 +135,13 @@ def test_a_mount_with_rejected_credentials_fails_at_mount_time_with_the_reason(
                       help_of(env, cwd, "mount"))
     assert named and named.group(1) == str(Path(env["XDG_DATA_HOME"]) / "kg-fuse/mounts")
     assert log_file.is_relative_to(named.group(1))
+
+
+@pytest.mark.parametrize("command", [("serve",), ("server", "start"), ("index",)])
+def test_model_help_names_the_store_s_model_as_the_default(command: tuple[str, ...]) -> None:
+    """Without --model a server or index uses the model that embedded the store (a store
+    of the int8 model serves with it: tests/cli/test_printed_commands_run.py); the help
+    used to say "(default: all-MiniLM-L6-v2)" whatever the store."""
+    text = option_help(subparser(*command), "--model")
+    assert "default: all-MiniLM-L6-v2)" not in text, text
+    assert "default: the model that embedded the store" in text, text

@@ -106,3 +106,49 @@ def test_two_data_dirs_two_servers_that_keep_apart(
     assert stopped.returncode == 0 and second_url in stopped.stdout, stopped
     assert run(["server", "status"], env, home).returncode == 0
     assert run(["server", "status", "--data-dir", str(other)], env, home).returncode == 1
+
+
+@pytest.mark.timeout(300)
+def test_unmount_stop_server_stops_the_server_that_mount_uses(
+        user: tuple[dict[str, str], Path]) -> None:
+    """`unmount --stop-server` of a mount made with `--data-dir D` stops D's server and
+    leaves the default one (and its mount) alone; it used to stop the default server,
+    breaking its mounts, and leave D's running. A mount of a server it cannot tell as a
+    data directory's (an --api-url elsewhere) stops nothing, and says so."""
+    env, home = user
+    first_url, _ = started(run(["server", "start", "--port", str(free_port()), *MODULES],
+                               env, home))
+    second_url, _ = started(run(["server", "start", "--data-dir", "other", "--port",
+                                 str(free_port()), *MODULES], env, home))
+    for name in ("kg", "kg2", "kg3"):
+        (home / name).mkdir()
+    assert run(["mount", "kg"], env, home).returncode == 0
+    assert run(["mount", "kg2", "--data-dir", "other"], env, home).returncode == 0
+
+    done = run(["unmount", "--stop-server", "kg2"], env, home)
+    assert done.returncode == 0, done.stderr
+    assert second_url in done.stdout and first_url not in done.stdout, done.stdout
+    assert not os.path.ismount(home / "kg2")
+    assert run(["server", "status", "--data-dir", "other"], env, home).returncode == 1
+    assert run(["server", "status"], env, home).returncode == 0
+    assert listed(home / "kg", "gzip")  # the default server's mount works on
+
+    # a mount of the second server by its address, without --data-dir: the default
+    # data directory's server is not the one it uses, so nothing is stopped
+    started(run(["server", "start", "--data-dir", "other", "--port",
+                 second_url.rsplit(":", 1)[1], *MODULES], env, home))
+    credentials = json.loads((home / "other/server/server-credentials.json").read_text())
+    (home / "secret").write_text(credentials["user"]["client_secret"])
+    assert run(["mount", "kg3", "--api-url", second_url, "--client-id",
+                credentials["user"]["client_id"], "--client-secret-file", "secret"],
+               env, home).returncode == 0
+    refused = run(["unmount", "--stop-server", "kg3"], env, home)
+    assert refused.returncode == 1 and "nothing was stopped" in refused.stderr, refused
+    assert not os.path.ismount(home / "kg3")
+    assert run(["server", "status", "--data-dir", "other"], env, home).returncode == 0
+    assert run(["server", "status"], env, home).returncode == 0
+
+    done = run(["unmount", "--stop-server", "kg"], env, home)
+    assert done.returncode == 0 and first_url in done.stdout, done
+    assert run(["server", "status"], env, home).returncode == 1
+    assert run(["server", "status", "--data-dir", "other"], env, home).returncode == 0

@@ -110,10 +110,39 @@ def test_mv_elsewhere_or_onto_a_query_is_refused_and_changes_nothing(mounted: Mo
     assert done.returncode != 0 and "Operation not permitted" in done.stderr, done
     with pytest.raises(OSError) as invalid:
         os.rename(a, mounted.path("gzip@1.5"))  # a name mkdir refuses too
-    assert invalid.value.errno == errno.EINVAL
+    assert invalid.value.errno == errno.EPERM
     assert sorted(os.listdir(mounted.mountpoint)) == sorted(
         ["ontology", OLD, "compress data with gzip"])
     assert settings(a)["limit"] == 7 and OLD not in os.listdir(b)
+
+
+def test_mv_onto_a_reserved_or_invalid_name_says_so_in_mv_s_words(mounted: Mount) -> None:
+    """What `mv` prints is what usage.md says: onto the tree's own directory (`ontology`
+    in the root, `documents` or `ingest` in an ontology, `.meta` in a query) *File
+    exists*, as mkdir says (it was ENOTEMPTY); a name mkdir refuses (`.hidden`, `x@1.5`,
+    `documents` in the root) *Operation not permitted* (an invalid one was EINVAL, which
+    mv prints as "cannot move ... to a subdirectory of itself")."""
+    query = mounted.path(OLD)
+    query.mkdir()
+    (query / "read").mkdir()
+    scoped = mounted.path("ontology", COMPRESSION, "gzip files")
+    scoped.mkdir()
+    for where, name, says in (("", "ontology", "File exists"),
+                              ("", "documents", "Operation not permitted"),
+                              (f"ontology/{COMPRESSION}/", "ingest", "File exists"),
+                              (f"ontology/{COMPRESSION}/", "documents", "File exists"),
+                              (f"{OLD}/", ".meta", "File exists"),
+                              ("", ".hidden", "Operation not permitted"),
+                              ("", "x@1.5", "Operation not permitted"),
+                              (f"{OLD}/", "y@2", "Operation not permitted")):
+        source = f"{where}read" if where == f"{OLD}/" else (
+            f"{where}gzip files" if where.startswith("ontology") else OLD)
+        done = sh(f'mv -T "{source}" "{where}{name}"', mounted.mountpoint)
+        assert done.returncode != 0, (source, name)
+        assert says in done.stderr and "subdirectory of itself" not in done.stderr, \
+            (source, name, done.stderr)
+    assert sorted(os.listdir(mounted.mountpoint)) == ["ontology", OLD]
+    assert "read" in os.listdir(query) and scoped.is_dir()
 
 
 # -- touch ---------------------------------------------------------------------------------

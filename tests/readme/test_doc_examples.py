@@ -191,6 +191,7 @@ RUNS: dict[str, str] = {
     "ingest-image": r"mkdir -p ontology/Recipes && "
                     r"printf '\x89PNG\r\n\x1a\n%0500d' 0 > ~/photo.png",
     "links": 'mkdir "read data from files"',
+    "nested-remove": 'mkdir -p "read files/compressed"',
     "presets": 'mkdir "sort a list"',
     "write-styles": 'mkdir -p "compress data with gzip"',
     "exclude-union": 'mkdir -p "compress data with gzip" && cd "compress data with gzip"',

@@ -321,8 +321,8 @@ def test_format_report_prints_the_table() -> None:
         outliers=["lzma"], shapes=[("short tokens", 40, 0.25, 0.41)],
         probes=[("data in one shot", 0.878, "gzip.compress")], probes_found=1,
         default=0.46, calibrated_at="2026-01-01T00:00:00+00:00")
-    text = format_report(report)
-    assert text.startswith("Calibration over 1234 concepts")
+    text = format_report(report, "some-model")
+    assert text.startswith("Calibration over 1234 concepts (some-model, ")
     assert "short tokens" in text and "0.410" in text
     assert "concepts left out of the floor: lzma" in text
     assert "probes listing their concept at the default: 1/1" in text

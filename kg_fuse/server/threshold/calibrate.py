@@ -287,10 +287,11 @@ def lexicon_changed(calibrated_with_wordnet: bool | None) -> bool:
     return (calibrated_with_wordnet is not False) != wordnet().available
 
 
-def format_report(report: CalibrationReport) -> str:
-    """The calibration table, as plain text (pure: no model, no server)."""
+def format_report(report: CalibrationReport, model: str) -> str:
+    """The calibration table, as plain text (pure: no model, no server), labelled with
+    ``model``, the store's (it used to say all-MiniLM-L6-v2 whatever the model)."""
     lines = [
-        f"Calibration over {report.concept_count} concepts (all-MiniLM-L6-v2, fused views "
+        f"Calibration over {report.concept_count} concepts ({model}, fused views "
         "+ keywords: the score searches return)",
         "",
         f"{'noise shape':<28} {'n':>4} {'median':>7} {'max':>7}",

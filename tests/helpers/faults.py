@@ -45,6 +45,23 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
 MAX_LINE = 65536
 
 
+def close_listener(server: socketserver.BaseServer | None,
+                   thread: threading.Thread | None, lock: threading.Lock,
+                   connections: set[socket.socket]) -> None:
+    """Stop a loopback proxy: no more connections accepted, and every open one dropped,
+    so that its clients see what a dead server does (shared with ``recorder.py``)."""
+    if server is not None:
+        server.shutdown()
+        server.server_close()
+    with lock:
+        open_now = list(connections)
+    for conn in open_now:
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
+    if thread is not None:
+        thread.join(timeout=5)
+
+
 @dataclass(frozen=True)
 class Request:
     """One request the proxy saw, and what it did with it."""
@@ -247,16 +264,7 @@ class FaultProxy:
     def stop(self) -> None:
         self._stopping.set()
         self._stall_released.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        close_listener(self._server, self._thread, self._lock, self._connections)
 
     def __enter__(self) -> FaultProxy:
         return self.start()

@@ -44,6 +44,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
 
+from tests.helpers.faults import close_listener
+
 SECRET = "<secret>"
 TOKEN = "<token>"
 TOKEN_PATH = "/auth/oauth/token"
@@ -355,15 +357,7 @@ class Recorder:
         server, self._server = self._server, None
         if server is None:
             return
-        server.shutdown()
-        server.server_close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        close_listener(server, self._thread, self._lock, self._connections)
 
     def close(self) -> None:
         self.stop()

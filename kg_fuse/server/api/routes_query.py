@@ -21,8 +21,10 @@ from kg_fuse.server.api.schemas import (
     ConceptProvenance,
     ConceptRelationship,
     ConceptSearchResult,
+    MatchedWord,
     NearMissHit,
     ProvenanceDocument,
+    ScoreWhy,
     SearchRequest,
     SearchResponse,
 )
@@ -39,7 +41,18 @@ router = APIRouter(route_class=AuthFirstRoute)
 def _result(hit: Hit) -> ConceptSearchResult:
     evidence = None if hit.evidence is None else [ConceptInstance(**i) for i in hit.evidence]
     return ConceptSearchResult(concept_id=hit.concept_id, score=hit.score,
-                               sample_evidence=evidence, **hit.summary)
+                               sample_evidence=evidence, why=_why(hit), **hit.summary)
+
+
+def _why(hit: Hit) -> ScoreWhy | None:
+    parts = hit.why
+    if parts is None:
+        return None
+    return ScoreWhy(meaning=round(parts.meaning, 6), words=round(parts.words, 6),
+                    keyword=round(parts.keyword, 6), familiarity=round(parts.familiarity, 6),
+                    matched=[MatchedWord(word=m.word, term=m.term, reading=m.reading,
+                                         via=m.via, part=round(m.part, 6))
+                             for m in parts.matched])
 
 
 def _response(answer: SearchAnswer, ontology: str | None) -> SearchResponse:

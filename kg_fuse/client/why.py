@@ -6,12 +6,10 @@ failed search."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class MatchedWord:
+class MatchedWord(NamedTuple):
     """A query word the server's keyword search matched at a result."""
 
     word: str  # the query's word (folded)
@@ -21,8 +19,7 @@ class MatchedWord:
     part: float  # its share of ``ServerWhy.words``
 
 
-@dataclass(frozen=True, slots=True)
-class ServerWhy:
+class ServerWhy(NamedTuple):
     """A result's score in the server's parts: ``meaning + words`` is the score."""
 
     meaning: float
@@ -32,30 +29,22 @@ class ServerWhy:
     matched: tuple[MatchedWord, ...]
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _word(raw: Any) -> MatchedWord | None:
-    if not isinstance(raw, dict):
-        return None
-    texts = [raw.get(k) for k in ("word", "term", "reading", "via")]
-    part = _number(raw.get("part"))
-    if part is None or not all(isinstance(t, str) for t in texts):
-        return None
-    return MatchedWord(*texts, part)  # type: ignore[arg-type]
+def _numbers(*values: Any) -> bool:
+    return all(type(v) in (int, float) and math.isfinite(v) for v in values)
 
 
 def parse_why(raw: Any) -> ServerWhy | None:
-    """A result's ``why``, or None when absent or malformed."""
+    """A result's ``why``, or None when absent or malformed (every search result of our
+    server carries one: kept cheap, a listing parses 50 of them)."""
     if not isinstance(raw, dict):
         return None
-    numbers = [_number(raw.get(k)) for k in ("meaning", "words", "keyword", "familiarity")]
-    matched = raw.get("matched")
-    if any(n is None for n in numbers) or not isinstance(matched, list):
+    try:
+        why = ServerWhy(raw["meaning"], raw["words"], raw["keyword"], raw["familiarity"],
+                        tuple(MatchedWord(m["word"], m["term"], m["reading"], m["via"],
+                                          m["part"]) for m in raw["matched"]))
+    except (KeyError, TypeError):
         return None
-    words = tuple(w for w in map(_word, matched) if w is not None)
-    meaning, added, keyword, familiarity = numbers
-    return ServerWhy(meaning, added, keyword, familiarity, words)  # type: ignore[arg-type]
+    if not _numbers(*why[:4]) or not all(
+            _numbers(m.part) and all(type(t) is str for t in m[:4]) for m in why.matched):
+        return None
+    return why

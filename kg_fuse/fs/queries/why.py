@@ -14,6 +14,7 @@ when its files are rendered (so sizes stay exact).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import unicodedata
@@ -44,13 +45,16 @@ HOW = {"form": "another form", "typo": "a typo's fix", "synonym": "WordNet: a sy
        "broader": "WordNet: a broader term", "related": "WordNet: a related word",
        "gloss": "WordNet: a word of its definition", "meaning": "WordNet"}
 _TOKEN = re.compile(r"[^\W_]+")
+#: Unicode's blocks of combining marks (what NFKD splits a letter's accents into)
+_COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def fold(text: str) -> str:
     """Lower case, diacritics removed (as the server's keyword index reads text)."""
-    return "".join(c for c in unicodedata.normalize("NFKD", text)
-                   if not unicodedata.combining(c)).lower()
+    if text.isascii():
+        return text.lower()
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text)).lower()
 
 
 def query_words(text: str) -> tuple[str, ...]:
@@ -66,33 +70,24 @@ def query_words(text: str) -> tuple[str, ...]:
 SUFFIXES = ("s", "es", "ed", "d", "ing", "ion", "ions", "er", "ers", "ly")
 
 
-def _bases(token: str) -> set[str]:
-    """The words a token may be a form of: itself, less an ending (with an ``e``)."""
-    out = {token}
+@functools.lru_cache(maxsize=4096)
+def _forms(term: str) -> frozenset[str]:
+    """The word and the forms a reader takes for it: with an ending (``encode``:
+    ``encoding``), or less one (``files``: ``file``)."""
+    stem = term[:-1] if term.endswith("e") else term
+    out = {term, *(term + s for s in SUFFIXES), *(stem + s for s in SUFFIXES)}
     for suffix in SUFFIXES:
-        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
-            base = token[:-len(suffix)]
-            out.update((base, base + "e"))
-    return out
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            out.add(term[:-len(suffix)])
+    return frozenset(out)
 
 
-@dataclass(frozen=True)
-class _Text:
-    """One place's words, and the words they may be forms of."""
-
-    tokens: frozenset[str]
-    bases: frozenset[str]
-
-    @classmethod
-    def of(cls, text: str, names: bool = False) -> _Text:
-        """``names``: camel case and dotted names split too (``GzipFile``)."""
-        found = set(_TOKEN.findall(fold(text)))
-        if names:
-            found.update(_TOKEN.findall(fold(_CAMEL.sub(" ", text))))
-        return cls(frozenset(found), frozenset().union(*map(_bases, found)))
-
-    def holds(self, term: str) -> bool:
-        return term in self.bases or not _bases(term).isdisjoint(self.tokens)
+def _words(text: str, names: bool = False) -> frozenset[str]:
+    """A text's words; ``names``: camel case and dotted names split too (``GzipFile``)."""
+    found = set(_TOKEN.findall(fold(text)))
+    if names:
+        found.update(_TOKEN.findall(fold(_CAMEL.sub(" ", text))))
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -136,22 +131,23 @@ class ResultWhy:
     text: str  # the lines (the file's "Why" part, the ``user.kg.why`` attribute)
 
 
-def _texts(hit: ConceptHit, detail: ConceptDetail | None) -> dict[str, _Text]:
+def _texts(hit: ConceptHit, detail: ConceptDetail | None) -> dict[str, frozenset[str]]:
     """The words of each place the file shows."""
     description = (detail.description if detail else "") or hit.description
     return {
-        "label": _Text.of(hit.label, names=True),
-        "signature": _Text.of(detail.signature if detail else "", names=True),
-        "description": _Text.of(description),
-        "evidence": _Text.of(" ".join(e.quote for e in detail.evidence) if detail else ""),
+        "label": _words(hit.label, names=True),
+        "signature": _words(detail.signature if detail else "", names=True),
+        "description": _words(description),
+        "evidence": _words(" ".join(e.quote for e in detail.evidence) if detail else ""),
     }
 
 
-def _find(word: str, terms: list[str], texts: dict[str, _Text], ctx: Listing
+def _find(word: str, terms: list[str], texts: dict[str, frozenset[str]], ctx: Listing
           ) -> Found | None:
     """Where the word, else its first reading found, stands in the result's text."""
     for term in dict.fromkeys(terms):
-        places = tuple(p for p in PLACES if texts[p].holds(term))
+        forms = _forms(term)
+        places = tuple(p for p in PLACES if not forms.isdisjoint(texts[p]))
         if places:
             via = "" if term == word else ctx.how.get((word, term), "meaning")
             return Found(word, term, places, via)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Response
@@ -21,10 +22,8 @@ from kg_fuse.server.api.schemas import (
     ConceptProvenance,
     ConceptRelationship,
     ConceptSearchResult,
-    MatchedWord,
     NearMissHit,
     ProvenanceDocument,
-    ScoreWhy,
     SearchRequest,
     SearchResponse,
 )
@@ -41,18 +40,20 @@ router = APIRouter(route_class=AuthFirstRoute)
 def _result(hit: Hit) -> ConceptSearchResult:
     evidence = None if hit.evidence is None else [ConceptInstance(**i) for i in hit.evidence]
     return ConceptSearchResult(concept_id=hit.concept_id, score=hit.score,
-                               sample_evidence=evidence, why=_why(hit), **hit.summary)
+                               sample_evidence=evidence, why=_why(hit),  # type: ignore[arg-type]
+                               **hit.summary)
 
 
-def _why(hit: Hit) -> ScoreWhy | None:
+def _why(hit: Hit) -> dict[str, Any] | None:
+    """The result's ``why`` as plain data, for its ``ScoreWhy`` to validate: a search's
+    50 results built as models first cost more than the rest of its answer."""
     parts = hit.why
     if parts is None:
         return None
-    return ScoreWhy(meaning=round(parts.meaning, 6), words=round(parts.words, 6),
-                    keyword=round(parts.keyword, 6), familiarity=round(parts.familiarity, 6),
-                    matched=[MatchedWord(word=m.word, term=m.term, reading=m.reading,
-                                         via=m.via, part=round(m.part, 6))
-                             for m in parts.matched])
+    return {"meaning": parts.meaning, "words": parts.words, "keyword": parts.keyword,
+            "familiarity": parts.familiarity,
+            "matched": [{"word": m.word, "term": m.term, "reading": m.reading, "via": m.via,
+                         "part": m.part} for m in parts.matched]}
 
 
 def _response(answer: SearchAnswer, ontology: str | None) -> SearchResponse:

@@ -12,7 +12,7 @@ so it says what scored, not what a reader might guess from the text afterwards.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,8 +26,7 @@ from kg_fuse.server.storage.store import Store
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class WordMatch:
+class WordMatch(NamedTuple):
     """A query word the keyword index matched at a result."""
 
     word: str  # as the query says it (folded)
@@ -37,8 +36,7 @@ class WordMatch:
     part: float  # its part of the score (a share of ``ScoreParts.words``)
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreParts:
+class ScoreParts(NamedTuple):
     """A result's score in parts: ``meaning + words == score``."""
 
     meaning: float  # the vector part: the model's similarity, familiarity applied
@@ -54,7 +52,8 @@ def score_parts(store: Store, index: ConceptIndex, reading: QueryReading,
                 ) -> dict[str, ScoreParts]:
     """The parts of each page result's score (``page``: concept id and score, as the
     search ranked them over ``index``)."""
-    ids = [cid for cid, _ in page if cid in index.row_of]
+    page = [(cid, score) for cid, score in page if cid in index.row_of]
+    ids = [cid for cid, _ in page]
     if not ids:
         return {}
     rows = np.fromiter((index.row_of[cid] for cid in ids), np.int64, len(ids))
@@ -62,17 +61,16 @@ def score_parts(store: Store, index: ConceptIndex, reading: QueryReading,
     products = scale.scores(exact_scores(index.matrix[rows], vector), keyword.weight)
     meaning = np.clip(products * factor, 0.0, 1.0)
     found = keywords.words_at(store, reading, len(index), ids, cache=cache)
-    score_of = dict(page)
+    familiarity = (factor * np.float32(keyword.weight)).tolist()
     parts: dict[str, ScoreParts] = {}
-    for i, cid in enumerate(ids):
-        score = score_of[cid]
+    for cid, (_, score), v, k, f in zip(ids, page, meaning.tolist(), kw.tolist(),
+                                        familiarity, strict=True):
         # the search's own score is the sum: what the words added is the rest of it
-        vector_part = float(min(meaning[i], score)) if kw[i] > 0 else score
+        vector_part = min(v, score) if k > 0 else score
         words = score - vector_part
-        parts[cid] = ScoreParts(
-            meaning=vector_part, words=words, keyword=float(kw[i]),
-            familiarity=float(keyword.weight * factor[i]),
-            matched=_matched(reading, found.get(cid, []), words))
+        matched = found.get(cid)
+        parts[cid] = ScoreParts(vector_part, words, k, f,
+                                _matched(reading, matched, words) if matched else ())
     return parts
 
 
@@ -96,10 +94,10 @@ def _matched(reading: QueryReading, found: list[keywords.WordFound], words: floa
              ) -> tuple[WordMatch, ...]:
     """The words matched at one result, each with its share of the words' part."""
     total = sum(f.part for f in found)
+    share = words / total if total > 0 else 0.0
     out = []
-    for f in sorted(found, key=lambda f: f.position):
+    for f in sorted(found):
         word = reading.words[f.position]
         via = next((b.via for b in word.alternatives if b.term == f.term), word.kind)
-        out.append(WordMatch(word.word, f.term, word.kind, via,
-                             words * f.part / total if total > 0 else 0.0))
+        out.append(WordMatch(word.word, f.term, word.kind, via, f.part * share))
     return tuple(out)

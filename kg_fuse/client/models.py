@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kg_fuse.client.errors import ServerFault
+from kg_fuse.client.why import ServerWhy, parse_why
 
 
 def _field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -120,6 +121,7 @@ class ConceptHit:
     description: str
     score: float
     ontologies: tuple[str, ...]
+    why: ServerWhy | None = None  # ours: the score's parts, the words matched there
 
     @classmethod
     def parse(cls, raw: Any) -> ConceptHit:
@@ -128,6 +130,7 @@ class ConceptHit:
         return cls(
             **_concept_heading(body, where),
             score=finite_number(body.get("score"), where),
+            why=parse_why(body.get("why")),
         )
 
 

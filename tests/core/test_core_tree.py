@@ -347,7 +347,8 @@ async def test_status_suggests_a_threshold_when_an_override_hides_everything(
 async def test_result_files_carry_score_and_concept_id_xattrs(core: Core) -> None:
     path = "compress data with gzip/gzip.compress.concept.md"
     await core.fs.mkdir("compress data with gzip")
-    assert set(await core.fs.listxattr(path)) == {b"user.kg.score", b"user.kg.concept_id"}
+    assert set(await core.fs.listxattr(path)) == {b"user.kg.score", b"user.kg.concept_id",
+                                                  b"user.kg.why"}
     meta = await front_matter(core, path)
     assert (await core.fs.getxattr(path, b"user.kg.concept_id")).decode() == meta["id"]
     score = float(await core.fs.getxattr(path, b"user.kg.score"))

@@ -114,3 +114,18 @@ def test_status_and_unmount_leave_the_platform_clients_mount_alone(upstream) -> 
         assert f"{mountpoint} is not a kg-fuse mount" in result.stderr, result.stderr
         assert os.path.ismount(mountpoint)
     assert "ontology" in os.listdir(mountpoint)  # still served by its process
+
+
+def test_the_platform_client_lists_a_query_whose_answer_says_why(upstream) -> None:
+    """Our search results carry an extra ``why`` (issue 42); the platform's client reads
+    the fields it knows and lists the query's results as before."""
+    server, mountpoint, log_path = upstream
+    with server.client() as http:
+        answer = http.post("/query/search", json={"query": "compress data with gzip"})
+    assert answer.json()["results"][0]["why"]["matched"]
+    query = mountpoint / "compress data with gzip"
+    query.mkdir()
+    listed = wait_for(lambda: [n for n in os.listdir(query) if "gzip.compress" in n],
+                      what="the platform client's listing of a query")
+    assert (query / listed[0]).read_text()  # type: ignore[index]
+    assert "Traceback" not in log_path.read_text(errors="replace")

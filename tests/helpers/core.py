@@ -117,6 +117,8 @@ def mount_options(**overrides: Any) -> MountOptions:
 #: The fields of a search answer only our server sends (the platform sends none).
 OUR_SEARCH_FIELDS = ("threshold_presets", "unknown_words", "expanded_words", "repeated_words",
                      "near_misses", "near_miss_threshold", "ontology_filter")
+#: The fields of a search result only our server sends.
+OUR_RESULT_FIELDS = ("why",)
 
 
 class AsThePlatform(httpx.AsyncBaseTransport):
@@ -124,7 +126,8 @@ class AsThePlatform(httpx.AsyncBaseTransport):
     platform departs from the contract (docs/platform.md), the rest passing untouched.
 
     - a scoped search lists nothing (its filter checks a property its ingest never sets),
-      with the hints of the unscoped search; no search answer carries our extra fields;
+      with the hints of the unscoped search; no search answer or result carries our
+      extra fields;
     - the epoch carries no default; the admin endpoint answers 403 (an ordinary user)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
@@ -150,6 +153,9 @@ class AsThePlatform(httpx.AsyncBaseTransport):
             return httpx.Response(200, json={"epoch": answer["epoch"]})
         for name in OUR_SEARCH_FIELDS:
             answer.pop(name, None)
+        for result in [*answer["results"], answer.get("top_match") or {}]:
+            for name in OUR_RESULT_FIELDS:
+                result.pop(name, None)
         if scoped:
             answer |= {"results": [], "count": 0}
         return httpx.Response(200, json=answer)

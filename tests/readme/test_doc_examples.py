@@ -77,6 +77,23 @@ def result_file(mount: Mount, _server: KGServer) -> str:
     return (_run(mount, "compress data with gzip") / "gzip.compress.concept.md").read_text()
 
 
+def _why_part(text: str) -> str:
+    """A result file's "Why" part: from its heading to the blank line after it."""
+    lines = text.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("Why"))
+    return "".join(lines[start:lines.index("\n", start)])
+
+
+def why_reading(mount: Mount, _server: KGServer) -> str:
+    return _why_part((_run(mount, "zipper") / "zipfile.concept.md").read_text())
+
+
+def status_why(mount: Mount, _server: KGServer) -> str:
+    return _lines((_run(mount, "spreadsheet rows") / ".meta" / "status").read_text(),
+                  "words found:", "words in no result:", "readings used:",
+                  "by meaning alone:")
+
+
 def threshold_inherit(mount: Mount, _server: KGServer) -> str:
     return (_run(mount, "compress data with gzip") / ".meta" / "threshold").read_text()
 
@@ -161,6 +178,8 @@ def presets_rule(_mount: Mount, server: KGServer) -> str:
 # name -> producer, over the test corpus (first) or the kitchen handbook
 ON_TEST_CORPUS: dict[str, Produce] = {
     "result-file": result_file,
+    "why-reading": why_reading,
+    "status-why": status_why,
     "threshold-inherit": threshold_inherit,
     "threshold-preset": threshold_preset,
     "status-below-threshold": status_below_threshold,

@@ -59,8 +59,9 @@ def evidence_location(ev: Evidence) -> str:
     return f", section {ev.paragraph}"
 
 
-def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
-    """The body of ``<label>.concept.md``: front matter, description, evidence, relationships."""
+def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None, why: str = "") -> bytes:
+    """The body of ``<label>.concept.md``: front matter, why it is listed (on the first
+    screen, under the title), description, evidence, relationships."""
     ontologies = detail.ontologies if detail and detail.ontologies else hit.ontologies
     lines = [
         "---",
@@ -73,6 +74,8 @@ def concept_markdown(hit: ConceptHit, detail: ConceptDetail | None) -> bytes:
         f"# {_one_line(hit.label)}",
         "",
     ]
+    if why:
+        lines += [why.rstrip("\n"), ""]
     if detail is not None and detail.signature.strip():
         lines += ["```", _one_line(detail.signature), "```", ""]
     description = (detail.description if detail else "") or hit.description

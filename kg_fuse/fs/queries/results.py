@@ -24,6 +24,7 @@ import trio
 from kg_fuse.client import errors
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.errors import RETRIED
+from kg_fuse.fs.queries import why
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.render import concept_markdown
 from kg_fuse.fs.queries.state import (
@@ -186,14 +187,24 @@ class ResultCache:
         result_set = ResultSet(plan, hints, trio.current_time(), time.time(),
                                levels=outcome.levels, cut=outcome.cut)
         now_ns = time.time_ns()
+        context = why.listing(plan.own.text, outcome.primary.threshold_used,
+                              plan.own.min_similarity is None, outcome.hits,
+                              outcome.primary.expanded_words)
+        whys = []
         for hit in outcome.hits:
             # interned: the same concept in many queries keeps one id and one name
             concept_id = sys.intern(hit.concept_id)
             name = names.name_for(concept_id, hit.label)
             if name in result_set.files:  # the server listed one concept twice
                 continue
-            body = concept_markdown(hit, details.get(concept_id))
+            detail = details.get(concept_id)
+            explained = why.explain(hit, detail, context)
+            whys.append(explained)
+            body = concept_markdown(hit, detail, explained.text)
             mtime = state.mtime_for(concept_id, body, now_ns)
-            result_set.add(ResultFile(name, concept_id, hit.score, body, mtime))
+            result_set.add(ResultFile(name, concept_id, hit.score, body, mtime,
+                                      explained.text.encode("utf-8", errors="replace")))
+        result_set.why = why.summarise(whys, context,
+                                       any(h.why is not None for h in outcome.hits))
         log.debug("fetched %d results for %r", len(result_set.files), state.key)
         return result_set, outcome

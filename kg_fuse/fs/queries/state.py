@@ -35,6 +35,7 @@ from cachetools import LRUCache
 from kg_fuse.client.models import SearchResponse
 from kg_fuse.fs.kernel.names import NameRegistry
 from kg_fuse.fs.kernel.nodes import NodeKind
+from kg_fuse.fs.queries.why import Summary
 from kg_fuse.listing.cut import Cut
 from kg_fuse.listing.execute import LevelCount
 from kg_fuse.listing.plan import QueryPlan
@@ -64,6 +65,7 @@ class ResultFile:
     score: float
     body: bytes
     mtime_ns: int
+    why: bytes = b""  # why it is listed (``user.kg.why``; also in ``body``)
 
 
 @dataclass
@@ -79,11 +81,12 @@ class ResultSet:
     stale: bool = False
     levels: tuple[LevelCount, ...] = ()  # how each level and term shaped the listing
     cut: Cut | None = None  # where the ranking was cut, and why
+    why: Summary | None = None  # why its results are listed, summed up
 
     def add(self, result: ResultFile) -> None:
         self.files[result.name] = result
         self.by_concept[result.concept_id] = result
-        self.nbytes += len(result.body) + 2 * len(result.name) + 200
+        self.nbytes += len(result.body) + len(result.why) + 2 * len(result.name) + 200
 
     nbytes: int = 0
 

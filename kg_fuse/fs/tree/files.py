@@ -15,6 +15,7 @@ from kg_fuse.fs.tree.mount_tree import Tree, query_path
 
 XATTR_SCORE = b"user.kg.score"
 XATTR_CONCEPT = b"user.kg.concept_id"
+XATTR_WHY = b"user.kg.why"  # why it is listed: the file's "Why" part
 XATTR_WARNINGS = b"user.kg.warnings"  # a document's status: one warning per line
 
 
@@ -158,7 +159,7 @@ class ResultFile(Behaviour):
         return node.last_mtime_ns
 
     async def xattr_names(self, tree: Tree, node: Node) -> list[bytes]:
-        return [XATTR_SCORE, XATTR_CONCEPT]
+        return [XATTR_SCORE, XATTR_CONCEPT, XATTR_WHY]
 
     def entry_timeout(self, tree: Tree, node: Node) -> float:
         return tree.service.held.ttl(node.owner)
@@ -170,6 +171,8 @@ class ResultFile(Behaviour):
         found = result_set.by_concept.get(node.name) if result_set else None
         if name == XATTR_SCORE and found is not None:
             return f"{found.score:.6f}".encode()
+        if name == XATTR_WHY and found is not None and found.why:
+            return found.why
         return None
 
     async def unlink(self, tree: Tree, node: Node) -> bool:

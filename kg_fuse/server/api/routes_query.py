@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter, Response
@@ -39,7 +40,20 @@ router = APIRouter(route_class=AuthFirstRoute)
 def _result(hit: Hit) -> ConceptSearchResult:
     evidence = None if hit.evidence is None else [ConceptInstance(**i) for i in hit.evidence]
     return ConceptSearchResult(concept_id=hit.concept_id, score=hit.score,
-                               sample_evidence=evidence, **hit.summary)
+                               sample_evidence=evidence, why=_why(hit),  # type: ignore[arg-type]
+                               **hit.summary)
+
+
+def _why(hit: Hit) -> dict[str, Any] | None:
+    """The result's ``why`` as plain data, for its ``ScoreWhy`` to validate: a search's
+    50 results built as models first cost more than the rest of its answer."""
+    parts = hit.why
+    if parts is None:
+        return None
+    return {"meaning": parts.meaning, "words": parts.words, "keyword": parts.keyword,
+            "familiarity": parts.familiarity,
+            "matched": [{"word": m.word, "term": m.term, "reading": m.reading, "via": m.via,
+                         "part": m.part} for m in parts.matched]}
 
 
 def _response(answer: SearchAnswer, ontology: str | None) -> SearchResponse:

@@ -73,6 +73,26 @@ class ConceptInstance(BaseModel):
     source_hostname: str | None = None
 
 
+class MatchedWord(BaseModel):
+    """A query word the keyword search matched at a result (ours)."""
+
+    word: str  # the query's word, folded
+    term: str  # the corpus word that counted there (the word, a form, a reading)
+    reading: str  # how the word was read: corpus, form, typo, meaning, name, number
+    via: str  # how ``term`` relates to ``word``: corpus, form, typo, synonym, broader...
+    part: float  # its share of ``ScoreWhy.words``
+
+
+class ScoreWhy(BaseModel):
+    """Why a result matched (ours): ``meaning + words`` is its score."""
+
+    meaning: float  # the vector part: the model's similarity, familiarity applied
+    words: float  # what the keyword match added
+    keyword: float  # the keyword score in [0, 1] behind ``words``
+    familiarity: float  # the factor the similarity was scaled by (1: every word known)
+    matched: list[MatchedWord]
+
+
 class ConceptSearchResult(BaseModel):
     concept_id: str
     label: str
@@ -88,6 +108,8 @@ class ConceptSearchResult(BaseModel):
     diversity_related_count: int | None = None
     authenticated_diversity: float | None = None
     sample_evidence: list[ConceptInstance] | None = None
+    # ours: why it matched (its score's parts, the words that counted); null in top_match
+    why: ScoreWhy | None = None
 
 
 class NearMissHit(BaseModel):

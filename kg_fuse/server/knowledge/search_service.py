@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from kg_fuse.server.search import lexicon
 from kg_fuse.server.search.generations import GenerationCache
+from kg_fuse.server.search.parts import ScoreParts
 from kg_fuse.server.search.searcher import NearMiss, Searcher
 from kg_fuse.server.search.understand import QueryReading
 from kg_fuse.server.storage import reads
@@ -32,6 +33,7 @@ class Hit:
     score: float
     summary: dict  # label, description, documents, evidence_count
     evidence: list[dict] | None = None  # its first instances, when the search asked
+    why: ScoreParts | None = None  # its score's parts and the words that counted
 
 
 class NearHit(NamedTuple):
@@ -96,7 +98,7 @@ class SearchService:
 
         def hit(cid: str, score: float) -> Hit:
             sample = reads.instances(self.store, cid, SAMPLE_EVIDENCE) if evidence else None
-            return Hit(cid, score, summaries[cid], sample)
+            return Hit(cid, score, summaries[cid], sample, outcome.parts.get(cid))
 
         return SearchAnswer(
             query=query, offset=offset, threshold=threshold, threshold_source=source,

@@ -296,3 +296,38 @@ def _term_rows(index: KeywordIndex, term: str, per_term: int,
     if cache is not None:
         cache.rows[key] = shares
     return shares
+
+
+class WordFound(NamedTuple):
+    """A query word the keyword index matched at a concept: the corpus term that counted
+    there (its best), and its part of the concept's keyword score."""
+
+    position: int
+    term: str
+    part: float
+
+
+def words_at(store: Store, reading: QueryReading, total: int, ids: Iterable[str],
+             per_term: int = PER_TERM, cache: TermCache | None = None
+             ) -> dict[str, list[WordFound]]:
+    """For each of ``ids``, the query words the keyword index matched there (the same
+    lookups as :func:`keyword_scores`, from the same cache): why a result matched is
+    said by the search that scored it, not guessed from its text afterwards."""
+    wanted = set(ids)
+    found: dict[str, list[WordFound]] = {}
+    if total <= 0 or not wanted:
+        return found
+    with search_rows.keyword_index(store) as index:
+        plans, denominator = _plan(index, reading, total, cache)
+        if denominator <= 0:
+            return found
+        for plan in plans:
+            best: dict[str, tuple[float, str]] = {}
+            for term, weight, _factor in plan.terms:
+                for cid, share in _term_rows(index, term, per_term, cache, plan.in_name):
+                    if cid in wanted and (cid not in best or weight * share > best[cid][0]):
+                        best[cid] = (weight * share, term)
+            for cid, (value, term) in best.items():
+                found.setdefault(cid, []).append(
+                    WordFound(plan.position, term, value / denominator))
+    return found

@@ -28,6 +28,7 @@ from kg_fuse.server.search.index import (
     memberships,
 )
 from kg_fuse.server.search.lexicon import wordnet
+from kg_fuse.server.search.parts import ScoreParts, score_parts
 from kg_fuse.server.search.scale import IDENTITY
 from kg_fuse.server.search.understand import QueryReading, read_query
 from kg_fuse.server.search.words import Vocabulary, text_words
@@ -63,6 +64,8 @@ class SearchOutcome:
     near_miss: NearMiss | None
     #: the closest concepts below the threshold when the page came back short (ours)
     closest: list[tuple[str, float]] = field(default_factory=list)
+    #: why each page result matched: its score's parts and the words that counted (ours)
+    parts: dict[str, ScoreParts] = field(default_factory=dict)
 
     @property
     def closest_threshold(self) -> float | None:
@@ -130,11 +133,16 @@ class Searcher:
         Term lookups are cached per index generation: every change of the indexed text
         also swaps the index, which drops the cache.
         """
+        return keywords.keyword_scores(self.store, reading, len(index),
+                                       cache=self._terms(index))
+
+    def _terms(self, index: ConceptIndex) -> keywords.TermCache:
+        """The term lookups cached for ``index``'s generation."""
         owner, cache = self._term_cache
         if owner is not index:
             cache = keywords.TermCache()
             self._term_cache = (index, cache)
-        return keywords.keyword_scores(self.store, reading, len(index), cache=cache)
+        return cache
 
     def prepared(self, query: str) -> PreparedQuery:
         """The query's vector (familiarity applied) and keyword rows, cached per index
@@ -179,8 +187,10 @@ class Searcher:
             near_miss = _near_miss(index.search(
                 vector, floor, ontology=ontology, top_k=tuning.NEAR_MISS_DEPTH.value * limit,
                 keyword=keyword, scale=self.scale), threshold)
+        parts = score_parts(self.store, index, self.read(query), vector, keyword,
+                            self.scale, page, cache=self._terms(index))
         return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
-                             closest=closest)
+                             closest=closest, parts=parts)
 
     def search_many(self, queries: list[str], k: int) -> list[list[tuple[str, float]]]:
         """Each query's top ``k`` final scores above 0 (calibration: one embedding batch).

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import tomli_w
 
 from kg_fuse.fs.queries.saved import SavedQuery, adjustment_to_toml, scope_of
+from kg_fuse.fs.queries.why import summary_lines
 from kg_fuse.fs.tree.meta.listing_text import (
     counted,
     cut_text,
@@ -334,6 +335,7 @@ def _server_lines(results: ResultSet) -> list[str]:
         top = response.top_match
         lines.append(f"best near miss: {one_line(top.label)} ({top.score:.4f})")
     lines += _word_lines(response, empty=not results.files)
+    lines += summary_lines(results.why)
     if not results.files and suggested is not None:
         what = ("the near misses above" if response.near_misses else "the near misses")
         lines.append(

@@ -27,22 +27,26 @@ def _commands() -> list[Command]:
         Command("model", help="list the embedding models, or add one",
                 description="""The sentence-embedding models the embedded server can use:
                 all-MiniLM-L6-v2 (the default), its int8 variant, and the models added here
-                (BERT-family sentence-transformers folders, copied in). Choose one with
+                (sentence-transformers folders of BERT, MPNet or XLM-RoBERTa/RoBERTa
+                models, copied in). Choose one with
                 'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Nothing
                 touches the network.""",
                 actions=[
                     Command("list", help="list the models, the one in use marked *",
                             description="""One model a line: its name, dimensions, pooling,
-                            whether it puts prompts before queries and documents, and its
-                            folder. '*' marks the model of the store in the default data
-                            directory (the default model if there is none).""",
+                            whether it puts prompts before queries and documents, its
+                            encoder family, and its folder. '*' marks the model of the store
+                            in the default data directory (the default model if there is
+                            none).""",
                             handler=list_command),
                     Command("add", help="add a sentence-transformers folder as a model",
                             description="""Copy a sentence-transformers folder (e.g. a copy of
-                            BAAI/bge-small-en-v1.5 or intfloat/e5-small-v2 from a machine with
-                            a network) into kg-fuse's data directory and make its ONNX graph
-                            now. BERT-family models (model_type bert) with mean or CLS pooling
-                            are supported.""",
+                            BAAI/bge-small-en-v1.5, sentence-transformers/all-mpnet-base-v2 or
+                            intfloat/multilingual-e5-small from a machine with a network) into
+                            kg-fuse's data directory and make its ONNX graph now. BERT, MPNet
+                            and XLM-RoBERTa/RoBERTa models (model_type bert, mpnet,
+                            xlm-roberta, roberta) with mean or CLS pooling are supported; any
+                            other is refused with the reason.""",
                             handler=add_command, options=[
                                 option("path", type=Path, metavar="PATH",
                                        help="the model's folder (modules.json, config.json, "
@@ -75,8 +79,9 @@ def model_in_use() -> str | None:
     return str(name) if name else None
 
 
-def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, where: str) -> str:
-    return f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {where}"
+def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: str,
+          where: str) -> str:
+    return f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {family:<19} {where}"
 
 
 def list_command(args: argparse.Namespace) -> int:
@@ -84,15 +89,15 @@ def list_command(args: argparse.Namespace) -> int:
 
     specs = models.list_models()
     in_use = model_in_use() or models.DEFAULT_MODEL
-    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FOLDER"))
+    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "FOLDER"))
     if not any(spec.name in models.BUILT_IN for spec in specs):
         print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,
-                    "-", "-", "-", f"not installed (hint: {models.install_command()})"))
+                    "-", "-", "-", "-", f"not installed (hint: {models.install_command()})"))
     for spec in specs:
         prompts = "yes" if any(spec.prompts) else "no"
         where = f"{spec.folder}{' (int8)' if spec.quantised else ''}"
         print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
-                    spec.pooling, prompts, where))
+                    spec.pooling, prompts, spec.family.name, where))
     return 0
 
 
@@ -104,7 +109,8 @@ def add_command(args: argparse.Namespace) -> int:
     spec = models.add_model(args.path, args.name)
     prompts = (f"query prompt {spec.prompts.query!r}, document prompt "
                f"{spec.prompts.document!r}" if any(spec.prompts) else "no prompts")
-    print(f"kg-fuse: added model {spec.name} ({spec.dimensions} dimensions, {spec.pooling} "
+    print(f"kg-fuse: added model {spec.name} ({spec.family.name}, {spec.dimensions} "
+          f"dimensions, {spec.pooling} "
           f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
           f"use it with: kg-fuse index --model {spec.name}")
     return 0

@@ -8,7 +8,6 @@ must work without the server extra installed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -17,10 +16,6 @@ from kg_fuse import paths
 from kg_fuse.console import Command, add_commands, option
 
 log = logging.getLogger(__name__)
-
-#: The store's record of the model its vectors come from (JSON, at least ``name``).
-MODEL_SETTING = "embedding_model"
-
 
 def _commands() -> list[Command]:
     return [
@@ -64,19 +59,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def model_in_use() -> str | None:
-    """The model the default data directory's store records, if it records one."""
-    from kg_fuse.server.storage.store import StoreError, read_setting_at
+    """The model the default data directory's store records, if it records one
+    (:func:`kg_fuse.server.startup.model_record.name_at`)."""
+    from kg_fuse.server.startup.model_record import name_at
+    from kg_fuse.server.storage.store import StoreError
 
     db = paths.server_db_path(None)
     if not db.exists():
         return None
     try:
-        raw = read_setting_at(db, MODEL_SETTING)
-        name = json.loads(raw).get("name") if raw else None
-    except (StoreError, ValueError, AttributeError) as exc:
+        return name_at(db)
+    except StoreError as exc:
         log.debug("no model recorded in %s: %s", db, exc)
         return None
-    return str(name) if name else None
 
 
 def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: str,

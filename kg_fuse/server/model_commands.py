@@ -30,10 +30,16 @@ def _commands() -> list[Command]:
                     Command("list", help="list the models, the one in use marked *",
                             description="""One model a line: its name, dimensions, pooling,
                             whether it puts prompts before queries and documents, its
-                            encoder family, and its folder. '*' marks the model of the store
-                            in the default data directory (the default model if there is
-                            none).""",
-                            handler=list_command),
+                            encoder family, its grade (SEP: how many noise widths apart it
+                            puts related and unrelated text; NOISE: where unrelated text
+                            lands on the reference scale; '-' if not measured yet) and its
+                            folder. '*' marks the model of the store in the default data
+                            directory (the default model if there is none).""",
+                            handler=list_command, options=[
+                                option("--grade", action="store_true",
+                                       help="measure the grades not measured yet (loads "
+                                            "each such model once, a few seconds each)"),
+                            ]),
                     Command("add", help="add a sentence-transformers folder as a model",
                             description="""Copy a sentence-transformers folder (e.g. a copy of
                             BAAI/bge-small-en-v1.5, sentence-transformers/all-mpnet-base-v2 or
@@ -41,7 +47,10 @@ def _commands() -> list[Command]:
                             kg-fuse's data directory and make its ONNX graph now. BERT, MPNet
                             and XLM-RoBERTa/RoBERTa models (model_type bert, mpnet,
                             xlm-roberta, roberta) with mean or CLS pooling are supported; any
-                            other is refused with the reason.""",
+                            other is refused with the reason. The model is graded at once
+                            (how far it puts related from unrelated text), with a warning
+                            if it separates them too poorly for a default threshold to keep
+                            nonsense out.""",
                             handler=add_command, options=[
                                 option("path", type=Path, metavar="PATH",
                                        help="the model's folder (modules.json, config.json, "
@@ -75,29 +84,45 @@ def model_in_use() -> str | None:
 
 
 def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: str,
-          where: str) -> str:
-    return f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {family:<19} {where}"
+          separation: str, noise: str, where: str) -> str:
+    return (f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {family:<19} "
+            f"{separation:>4} {noise:>5}  {where}")
 
 
 def list_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
+    from kg_fuse.server.startup import model_grade
 
+    if getattr(args, "grade", False):
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
     specs = models.list_models()
     in_use = model_in_use() or models.DEFAULT_MODEL
-    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "FOLDER"))
+    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "SEP", "NOISE", "FOLDER"))
     if not any(spec.name in models.BUILT_IN for spec in specs):
         print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,
-                    "-", "-", "-", "-", f"not installed (hint: {models.install_command()})"))
+                    "-", "-", "-", "-", "-", "-",
+                    f"not installed (hint: {models.install_command()})"))
+    weak = []
     for spec in specs:
+        grade = (model_grade.grade(spec) if getattr(args, "grade", False)
+                 else model_grade.known(spec))
+        if grade is not None and grade.weak:
+            weak.append(grade.warning(spec.name))
         prompts = "yes" if any(spec.prompts) else "no"
         where = f"{spec.folder}{' (int8)' if spec.quantised else ''}"
         print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
-                    spec.pooling, prompts, spec.family.name, where))
+                    spec.pooling, prompts, spec.family.name,
+                    "-" if grade is None else f"{grade.separation:.1f}",
+                    "-" if grade is None else f"{grade.noise:.2f}", where))
+    for warning in weak:
+        print(f"kg-fuse: warning: {warning}", file=sys.stderr)
     return 0
 
 
 def add_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
+    from kg_fuse.server.startup import model_grade
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -108,4 +133,10 @@ def add_command(args: argparse.Namespace) -> int:
           f"dimensions, {spec.pooling} "
           f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
           f"use it with: kg-fuse index --model {spec.name}")
+    grade = model_grade.grade(spec)
+    print(f"kg-fuse: graded {spec.name}: {grade.summary()} (all-MiniLM-L6-v2: separation "
+          f"7.1, noise at 0.26)")
+    warning = grade.warning(spec.name)
+    if warning is not None:
+        print(f"kg-fuse: warning: {warning}", file=sys.stderr)
     return 0

@@ -113,8 +113,7 @@ def list_command(args: argparse.Namespace) -> int:
         where = f"{spec.folder}{' (int8)' if spec.quantised else ''}"
         print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
                     spec.pooling, prompts, spec.family.name,
-                    "-" if grade is None else f"{grade.separation:.1f}",
-                    "-" if grade is None else f"{grade.noise:.2f}", where))
+                    *(("-", "-") if grade is None else grade.shown), where))
     for warning in weak:
         print(f"kg-fuse: warning: {warning}", file=sys.stderr)
     return 0

@@ -195,8 +195,8 @@ def _family(folder: Path, config: dict[str, Any]) -> Family:
     if reason is None and config.get("hidden_act", "gelu") not in ACTIVATIONS:
         reason = f"activation {config.get('hidden_act')!r}"
     if reason is not None:
-        raise NotAModel(f"{folder}: a {family.name} variant kg-fuse cannot reproduce "
-                        f"({reason})", hint=f"kg-fuse serves {SUPPORTED}")
+        raise NotAModel(f"{folder}: kg-fuse cannot reproduce this {family.name} model: "
+                        f"{reason}", hint=f"kg-fuse serves {SUPPORTED}")
     return family
 
 

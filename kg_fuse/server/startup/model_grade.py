@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 #: Noise (the unrelated pairs' 99th percentile on the reference scale) above which a
 #: model is said to separate too poorly (all-MiniLM-L6-v2: 0.26).
 NOISY = 0.40
+#: Noise past this is shown as this: the model cannot rank at all.
+CAP = 9.99
 #: Bumped whenever the measurement changes: older grades are measured again.
 RECIPE = "pairs32-p99-v1"
 _FILE = "grades.json"
@@ -65,18 +67,27 @@ class Grade:
     def weak(self) -> bool:
         return self.noise > NOISY
 
+    @property
+    def shown(self) -> tuple[str, str]:
+        """Separation and noise as ``model list`` shows them (noise capped at 9.99)."""
+        return f"{round(self.separation, 1) or 0.0:.1f}", f"{self.noise:.2f}"
+
     def summary(self) -> str:
-        return (f"separation {self.separation:.1f}, noise at {self.noise:.2f} on the "
-                f"reference scale, {self.first}/{self.pairs} answers first")
+        separation, noise = self.shown
+        beyond = " or beyond" if self.noise >= CAP else ""
+        return (f"separation {separation}, noise at {noise}{beyond} on the reference "
+                f"scale, {self.first}/{self.pairs} answers first")
 
     def warning(self, name: str) -> str | None:
         """The warning a weak model gets, naming the measurement; None for another."""
         if not self.weak:
             return None
+        separation, noise = self.shown
+        beyond = " or beyond" if self.noise >= CAP else ""
         return (f"model {name} separates related from unrelated text poorly: its "
-                f"unrelated pairs reach {self.noise:.2f} on the reference scale "
+                f"unrelated pairs reach {noise}{beyond} on the reference scale "
                 f"(all-MiniLM-L6-v2: 0.26; warned above {NOISY:.2f}; separation "
-                f"{self.separation:.1f} against 7.1): a default threshold cannot keep "
+                f"{separation} against 7.1): a default threshold cannot keep "
                 "nonsense out of its listings")
 
 
@@ -96,7 +107,7 @@ def measure(encode_queries: Callable[[Sequence[str]], np.ndarray],
     gain = (RELATED_REF - UNRELATED_REF) / max(gap, 1e-9)
     noise = UNRELATED_REF + gain * (float(np.percentile(unrelated, 99)) - unrelated.mean())
     first = int(np.sum(np.argmax(cosines, axis=1) == np.arange(len(PAIRS))))
-    return Grade(separation=round(gap / spread, 2), noise=round(min(float(noise), 9.99), 3),
+    return Grade(separation=round(gap / spread, 2), noise=round(min(float(noise), CAP), 3),
                  first=first, pairs=len(PAIRS))
 
 

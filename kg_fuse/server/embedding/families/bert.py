@@ -26,7 +26,7 @@ class BertEncoder(Encoder):
     def refuse(cls, config: dict[str, Any]) -> str | None:
         kind = config.get("position_embedding_type", "absolute")
         if kind != "absolute":
-            return f"position_embedding_type {kind!r} (only absolute positions)"
+            return f"position_embedding_type {kind!r}, where only 'absolute' is written"
         return None
 
     def embeddings(self) -> str:

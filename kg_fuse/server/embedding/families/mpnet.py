@@ -49,8 +49,8 @@ class MPNetEncoder(Encoder):
     def refuse(cls, config: dict[str, Any]) -> str | None:
         rows = int(config.get("relative_attention_num_buckets", BUCKETS))
         if rows < BUCKETS:
-            return (f"relative_attention_num_buckets {rows} (MPNetModel looks up "
-                    f"{BUCKETS} buckets)")
+            return (f"relative_attention_num_buckets {rows}, where MPNetModel looks up "
+                    f"{BUCKETS}")
         return None
 
     @classmethod

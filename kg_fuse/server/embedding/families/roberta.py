@@ -23,7 +23,7 @@ class RobertaEncoder(BertEncoder):
     @classmethod
     def refuse(cls, config: dict[str, Any]) -> str | None:
         if not isinstance(config.get("pad_token_id", 1), int):
-            return "no integer pad_token_id (positions are counted from it)"
+            return "no integer pad_token_id, which positions are counted from"
         return super().refuse(config)
 
     @classmethod

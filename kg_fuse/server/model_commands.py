@@ -8,7 +8,6 @@ must work without the server extra installed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -18,22 +17,22 @@ from kg_fuse.console import Command, add_commands, option
 
 log = logging.getLogger(__name__)
 
-#: The store's record of the model its vectors come from (JSON, at least ``name``).
-MODEL_SETTING = "embedding_model"
-
-
 def _commands() -> list[Command]:
     return [
         Command("model", help="list the embedding models, or add one",
                 description="""The sentence-embedding models the embedded server can use:
                 all-MiniLM-L6-v2 (the default), its int8 variant, and the models added here
-                (BERT-family sentence-transformers folders, copied in). Choose one with
+                (sentence-transformers folders of BERT, MPNet or XLM-RoBERTa/RoBERTa
+                models, copied in). Choose one with
                 'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Nothing
                 touches the network.""",
                 actions=[
                     Command("list", help="list the models, the one in use marked *",
                             description="""One model a line: its name, dimensions, pooling,
-                            whether it puts prompts before queries and documents, and its
+                            whether it puts prompts before queries and documents, its
+                            encoder family, its grade (SEP: how many noise widths apart it
+                            puts related and unrelated text; NOISE: where unrelated text
+                            lands on the reference scale; '-' if not measured yet) and its
                             folder. '*' marks the model of the store in the data
                             directory (--data-dir, else the default one; the default model
                             if it holds no store).""",
@@ -41,13 +40,21 @@ def _commands() -> list[Command]:
                                 option("--data-dir", type=Path, default=None, metavar="DIR",
                                        help="mark the model of the store in DIR/server/ "
                                             f"(default: {paths.data_dir()})"),
+                                option("--grade", action="store_true",
+                                       help="measure the grades not measured yet (loads "
+                                            "each such model once, a few seconds each)"),
                             ]),
                     Command("add", help="add a sentence-transformers folder as a model",
                             description="""Copy a sentence-transformers folder (e.g. a copy of
-                            BAAI/bge-small-en-v1.5 or intfloat/e5-small-v2 from a machine with
-                            a network) into kg-fuse's data directory and make its ONNX graph
-                            now. BERT-family models (model_type bert) with mean or CLS pooling
-                            are supported.""",
+                            BAAI/bge-small-en-v1.5, sentence-transformers/all-mpnet-base-v2 or
+                            intfloat/multilingual-e5-small from a machine with a network) into
+                            kg-fuse's data directory and make its ONNX graph now. BERT, MPNet
+                            and XLM-RoBERTa/RoBERTa models (model_type bert, mpnet,
+                            xlm-roberta, roberta) with mean or CLS pooling are supported; any
+                            other is refused with the reason. The model is graded at once
+                            (how far it puts related from unrelated text), with a warning
+                            if it separates them too poorly for a default threshold to keep
+                            nonsense out.""",
                             handler=add_command, options=[
                                 option("path", type=Path, metavar="PATH",
                                        help="the model's folder (modules.json, config.json, "
@@ -65,51 +72,74 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def model_in_use(data_dir: Path | None = None) -> str | None:
-    """The model the data directory's store records, if it records one."""
-    from kg_fuse.server.storage.store import StoreError, read_setting_at
+    """The model the data directory's store records, if it records one
+    (:func:`kg_fuse.server.startup.model_record.name_at`)."""
+    from kg_fuse.server.startup.model_record import name_at
+    from kg_fuse.server.storage.store import StoreError
 
     db = paths.server_db_path(data_dir)
     if not db.exists():
         return None
     try:
-        raw = read_setting_at(db, MODEL_SETTING)
-        name = json.loads(raw).get("name") if raw else None
-    except (StoreError, ValueError, AttributeError) as exc:
+        return name_at(db)
+    except StoreError as exc:
         log.debug("no model recorded in %s: %s", db, exc)
         return None
-    return str(name) if name else None
 
 
-def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, where: str) -> str:
-    return f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {where}"
+def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: str,
+          separation: str, noise: str, where: str) -> str:
+    return (f"{mark} {name:<28} {dims:>5}  {pooling:<5} {prompts:<11} {family:<19} "
+            f"{separation:>4} {noise:>5}  {where}")
 
 
 def list_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
+    from kg_fuse.server.startup import model_grade
 
+    if getattr(args, "grade", False):
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
     specs = models.list_models()
     in_use = model_in_use(args.data_dir) or models.DEFAULT_MODEL
-    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FOLDER"))
+    print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "SEP", "NOISE", "FOLDER"))
     if not any(spec.name in models.BUILT_IN for spec in specs):
         print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,
-                    "-", "-", "-", f"not installed (hint: {models.install_command()})"))
+                    "-", "-", "-", "-", "-", "-",
+                    f"not installed (hint: {models.install_command()})"))
+    weak = []
     for spec in specs:
+        grade = (model_grade.grade(spec) if getattr(args, "grade", False)
+                 else model_grade.known(spec))
+        if grade is not None and grade.weak:
+            weak.append(grade.warning(spec.name))
         prompts = "yes" if any(spec.prompts) else "no"
         where = f"{spec.folder}{' (int8)' if spec.quantised else ''}"
         print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
-                    spec.pooling, prompts, where))
+                    spec.pooling, prompts, spec.family.name,
+                    *(("-", "-") if grade is None else grade.shown), where))
+    for warning in weak:
+        print(f"kg-fuse: warning: {warning}", file=sys.stderr)
     return 0
 
 
 def add_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
+    from kg_fuse.server.startup import model_grade
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     spec = models.add_model(args.path, args.name)
     prompts = (f"query prompt {spec.prompts.query!r}, document prompt "
                f"{spec.prompts.document!r}" if any(spec.prompts) else "no prompts")
-    print(f"kg-fuse: added model {spec.name} ({spec.dimensions} dimensions, {spec.pooling} "
+    print(f"kg-fuse: added model {spec.name} ({spec.family.name}, {spec.dimensions} "
+          f"dimensions, {spec.pooling} "
           f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
           f"use it with: {paths.command_line('index', '--model', spec.name)}")
+    grade = model_grade.grade(spec)
+    print(f"kg-fuse: graded {spec.name}: {grade.summary()} (all-MiniLM-L6-v2: separation "
+          f"7.1, noise at 0.26)")
+    warning = grade.warning(spec.name)
+    if warning is not None:
+        print(f"kg-fuse: warning: {warning}", file=sys.stderr)
     return 0

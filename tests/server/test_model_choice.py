@@ -134,16 +134,17 @@ def test_model_add_refuses_what_it_cannot_serve(tiny_folders: dict[str, Path],
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Another family, a folder that is no model, a name in use: exit 2, one line that
     says why and what kg-fuse serves, and nothing copied."""
-    roberta = user_dirs / "roberta-ish"
-    shutil.copytree(tiny_folders["tiny-cls"], roberta)
-    config = json.loads((roberta / "config.json").read_text())
-    (roberta / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+    other = user_dirs / "deberta-ish"
+    shutil.copytree(tiny_folders["tiny-cls"], other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "model_type": "deberta-v2"}))
     (user_dirs / "empty").mkdir()
     assert _add(tiny_folders["tiny-cls"], "--name", "mine") == 0
     capsys.readouterr()
     cases = [
-        ([str(roberta)], "model_type 'roberta' is not supported (hint: kg-fuse serves "
-                         "BERT-family models (model_type bert) with mean or CLS pooling"),
+        ([str(other)], "model_type 'deberta-v2' is not supported (hint: kg-fuse serves "
+                       "BERT (bert), MPNet (mpnet), XLM-RoBERTa/RoBERTa (xlm-roberta, "
+                       "roberta) models with mean or CLS pooling"),
         ([str(user_dirs / "empty")], "not a sentence-transformers model folder (no "
                                      "modules.json, config.json, model.safetensors, "
                                      "tokenizer.json)"),

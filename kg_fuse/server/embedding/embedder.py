@@ -131,6 +131,7 @@ class Embedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._release: Any = None
+        self._feeds: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._queries = QueryBatches(self._run_query)
 
@@ -165,6 +166,11 @@ class Embedder:
             self._release = onnxruntime.RunOptions()
             self._release.add_run_config_entry("memory.enable_memory_arena_shrinkage",
                                                "cpu:0")
+            # what the graph reads of an encoding: a family without token types has no
+            # token_type_ids input
+            attrs = {"input_ids": "ids", "attention_mask": "attention_mask",
+                     "token_type_ids": "type_ids"}
+            self._feeds = [(i.name, attrs[i.name]) for i in session.get_inputs()]
             self._tokenizer = tokenizer
             self._session = session
             give_memory_back()
@@ -183,8 +189,7 @@ class Embedder:
                                    for i in range(len(texts))])
         encodings = self._tokenizer.encode_batch(list(texts))
         feeds = {name: np.array([getattr(e, attr) for e in encodings], dtype=np.int64)
-                 for name, attr in (("input_ids", "ids"), ("attention_mask", "attention_mask"),
-                                    ("token_type_ids", "type_ids"))}
+                 for name, attr in self._feeds}
         return self._session.run(None, feeds, self._release if release else None)[0]
 
     def _run_query(self, texts: Sequence[str]) -> np.ndarray:

@@ -23,11 +23,18 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kg_fuse.exits import UsageError
-from kg_fuse.server.embedding.graph import ACTIVATIONS
+from kg_fuse.server.embedding.families import (
+    ACTIVATIONS,
+    FAMILIES,
+    Family,
+    UnknownFamily,
+    family_of,
+    supported,
+)
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = "BERT-family models (model_type bert) with mean or CLS pooling"
+SUPPORTED = f"{supported()} models with mean or CLS pooling"
 REQUIRED = ("modules.json", "config.json", "model.safetensors", "tokenizer.json")
 _LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
                    "pooling_mode_max_tokens": "max",
@@ -51,6 +58,7 @@ class FolderModel:
     """What the graph builder and the embedder need from a folder."""
 
     config: dict[str, Any]
+    family: Family
     dimensions: int
     max_seq_length: int
     pooling: str
@@ -128,9 +136,11 @@ def _prompts(folder: Path) -> Prompts:
     return Prompts(first(QUERY_PROMPTS), first(DOCUMENT_PROMPTS))
 
 
-def _max_seq_length(folder: Path, config: dict[str, Any], bert: dict[str, Any]) -> int:
+def _max_seq_length(folder: Path, config: dict[str, Any], bert: dict[str, Any],
+                    family: Family) -> int:
     """sentence-transformers' truncation: ``max_seq_length`` (older folders), else the
-    tokenizer's ``model_max_length`` capped at the model's positions."""
+    tokenizer's ``model_max_length`` capped at the model's positions; refused if longer
+    than a text can be (the table less the positions a family never gives a token)."""
     positions = int(config.get("max_position_embeddings", 512))
     kwargs = bert.get("processor_kwargs") or bert.get("tokenizer_args") or {}
     length = bert.get("max_seq_length") or kwargs.get("model_max_length")
@@ -138,9 +148,10 @@ def _max_seq_length(folder: Path, config: dict[str, Any], bert: dict[str, Any]) 
         tokenizer = _json(folder / "tokenizer_config.json") or {}
         length = min(int(tokenizer.get("model_max_length", positions)), positions)
     length = int(length)
-    if not 0 < length <= positions:
+    usable = positions - family.encoder.first_position(config)
+    if not 0 < length <= usable:
         raise NotAModel(f"{folder}: truncation at {length} tokens, but the model has "
-                        f"{positions} positions", hint="fix max_seq_length in the folder")
+                        f"{usable} positions", hint="fix max_seq_length in the folder")
     return length
 
 
@@ -158,38 +169,49 @@ def read_folder(folder: Path) -> FolderModel:
         raise NotAModel(f"{folder}: not a sentence-transformers model folder (no "
                         f"{', '.join(missing)})", hint=hint)
     config = _json(folder / "config.json") or {}
-    kind = config.get("model_type")
-    if kind != "bert":
-        raise NotAModel(f"{folder}: model_type {kind!r} is not supported",
-                        hint=f"kg-fuse serves {SUPPORTED}, e.g. bge-small-en-v1.5, "
-                             "e5-small-v2, all-MiniLM-L6-v2")
+    family = _family(folder, config)
+    pooling_dir, normalize = _modules(folder)
+    bert = _json(folder / "sentence_bert_config.json") or {}
+    return FolderModel(config=config, family=family, dimensions=int(config["hidden_size"]),
+                       max_seq_length=_max_seq_length(folder, config, bert, family),
+                       pooling=_pooling(folder, pooling_dir), normalize=normalize,
+                       prompts=_prompts(folder))
+
+
+def _family(folder: Path, config: dict[str, Any]) -> Family:
+    """The folder's family (:func:`family_of`), its configuration checked against it."""
+    try:
+        family = family_of(config.get("model_type"))
+    except UnknownFamily as exc:
+        examples = "; ".join(f"{f.name}: {f.examples}" for f in FAMILIES)
+        raise NotAModel(f"{folder}: {exc}",
+                        hint=f"kg-fuse serves {SUPPORTED}, e.g. {examples}") from None
     sizes = [config.get(key) for key in ("hidden_size", "num_attention_heads",
                                          "num_hidden_layers")]
     if not all(isinstance(n, int) and n > 0 for n in sizes) or sizes[0] % sizes[1]:
         raise NotAModel(f"{folder}/config.json: no usable hidden_size, num_attention_heads "
                         "and num_hidden_layers", hint="copy the model's folder again")
-    if config.get("position_embedding_type", "absolute") != "absolute" or \
-            config.get("hidden_act", "gelu") not in ACTIVATIONS:
-        raise NotAModel(f"{folder}: a BERT variant kg-fuse cannot reproduce "
-                        f"({config.get('position_embedding_type')}, "
-                        f"{config.get('hidden_act')})", hint=f"kg-fuse serves {SUPPORTED}")
-    pooling_dir, normalize = _modules(folder)
-    bert = _json(folder / "sentence_bert_config.json") or {}
-    return FolderModel(config=config, dimensions=int(config["hidden_size"]),
-                       max_seq_length=_max_seq_length(folder, config, bert),
-                       pooling=_pooling(folder, pooling_dir), normalize=normalize,
-                       prompts=_prompts(folder))
+    reason = family.encoder.refuse(config)
+    if reason is None and config.get("hidden_act", "gelu") not in ACTIVATIONS:
+        reason = f"activation {config.get('hidden_act')!r}"
+    if reason is not None:
+        raise NotAModel(f"{folder}: kg-fuse cannot reproduce this {family.name} model: "
+                        f"{reason}", hint=f"kg-fuse serves {SUPPORTED}")
+    return family
 
 
 def load_tokenizer(folder: Path, max_seq_length: int) -> Any:
     """The folder's ``tokenizer.json``, cutting at ``max_seq_length`` and padding to the
-    longest text of a batch (as shipped it may cut and pad to a fixed 128: cosine 0.81)."""
+    longest text of a batch (as shipped it may cut and pad to a fixed 128: cosine 0.81)
+    with its own padding token, else the model's ``pad_token_id`` (XLM-R's and MPNet's
+    is 1, their positions skip it)."""
     from tokenizers import Tokenizer, normalizers
 
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     tokenizer.enable_truncation(max_seq_length)
     shipped = tokenizer.padding or {}
-    pad_id = int(shipped.get("pad_id", 0))
+    model_pad = (_json(folder / "config.json") or {}).get("pad_token_id")
+    pad_id = int(shipped.get("pad_id", model_pad if isinstance(model_pad, int) else 0))
     tokenizer.enable_padding(pad_id=pad_id, pad_type_id=int(shipped.get("pad_type_id", 0)),
                              pad_token=shipped.get("pad_token") or
                              tokenizer.id_to_token(pad_id) or "[PAD]")

@@ -39,6 +39,7 @@ from kg_fuse import paths
 from kg_fuse.exits import CommandError, UsageError
 from kg_fuse.memory import give_memory_back
 from kg_fuse.server.embedding import graph
+from kg_fuse.server.embedding.families import Family
 from kg_fuse.server.embedding.folder import FolderModel, NotAModel, Prompts, read_folder
 from kg_fuse.server.embedding.quantise import QUANT_RECIPE, write_int8
 
@@ -61,6 +62,7 @@ class ModelSpec:
     name: str
     folder: Path  # the sentence-transformers folder: weights, tokenizer, configuration
     graph: Path  # the ONNX graph made from it (may not exist yet: :func:`ensure_graph`)
+    family: Family  # the encoder's (BERT, MPNet, ...): the graph's layers and inputs
     dimensions: int
     max_seq_length: int  # tokens kept of a text, as sentence-transformers cuts it
     pooling: str  # "mean" or "cls"
@@ -134,6 +136,7 @@ def _spec(name: str, folder: Path, read: FolderModel, quantised: bool = False) -
         recipe = f"{recipe}-{QUANT_RECIPE}"
     return ModelSpec(name=name, folder=folder,
                      graph=graphs_dir() / f"{name}-{digest[:16]}-{recipe}.onnx",
+                     family=read.family,
                      dimensions=read.dimensions, max_seq_length=read.max_seq_length,
                      pooling=read.pooling, normalize=read.normalize, prompts=read.prompts,
                      digest=digest, quantised=quantised)
@@ -182,7 +185,8 @@ def ensure_graph(spec: ModelSpec) -> Path:
     if spec.quantised:
         source = ensure_graph(resolve(spec.name.removesuffix("-int8")))
         log.info("making the int8 variant of %s once: %s", source.name, spec.graph)
-        graph.written_once(spec.graph, lambda target: write_int8(source, target))
+        graph.written_once(spec.graph, lambda target: write_int8(
+            source, target, spec.family.kept_float))
     else:
         log.info("making the ONNX graph of embedding model %s once: %s", spec.name,
                  spec.graph)
@@ -235,7 +239,8 @@ def add_model(path: Path, name: str | None = None) -> ModelSpec:
             try:
                 ensure_graph(spec)
             except (ValueError, KeyError) as exc:  # weights that do not fit the config
-                raise NotAModel(f"{path}: its weights do not fit a BERT graph ({exc})",
+                raise NotAModel(f"{path}: its weights do not fit a {spec.family.name} graph "
+                                f"({exc})",
                                 hint="copy the model's folder again") from None
             os.replace(partial / "model", root / name)
         except BaseException:

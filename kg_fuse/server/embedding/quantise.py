@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 #: Bumped whenever the settings change: a new file name.
 QUANT_RECIPE = "quint8-pc-ffn32-v1"
-#: The feed-forward down-projections' matrix products (named by the graph builder).
-KEPT_FLOAT = re.compile(r"encoder\.layer\.\d+\.output\.dense\.matmul")
 
 
 def _quiet(record: logging.LogRecord) -> bool:
@@ -56,8 +54,10 @@ def _quantiser_quiet() -> Iterator[None]:
         root.removeFilter(_quiet)
 
 
-def write_int8(source: Path, target: Path) -> None:
-    """Quantise the float32 graph at ``source`` into ``target`` (a temporary name)."""
+def write_int8(source: Path, target: Path, kept_float: str) -> None:
+    """Quantise the float32 graph at ``source`` into ``target`` (a temporary name),
+    leaving the products whose node names match ``kept_float`` (the family's feed-forward
+    down-projections: :attr:`Family.kept_float`) in float32."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -65,7 +65,7 @@ def write_int8(source: Path, target: Path) -> None:
 
     import_onnxruntime()  # telemetry off before the quantiser imports the runtime
     model = onnx.load(str(source))
-    kept = [node.name for node in model.graph.node if KEPT_FLOAT.fullmatch(node.name)]
+    kept = [node.name for node in model.graph.node if re.fullmatch(kept_float, node.name)]
     del model
     with _quantiser_quiet():
         quantize_dynamic(str(source), str(target), per_channel=True,

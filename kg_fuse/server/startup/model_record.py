@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.models import ModelSpec
 from kg_fuse.server.storage import search_rows
-from kg_fuse.server.storage.store import Store
+from kg_fuse.server.storage.store import Store, read_setting_at
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,19 @@ def stored(store: Store) -> dict[str, Any] | None:
     if not models:
         return None
     return {"name": models[0], "legacy": True, "mixed": models[1:]}
+
+
+def name_at(db: Path) -> str | None:
+    """The name the record of the store file at ``db`` gives, read without opening the
+    store (a running server may hold it); None with no record, or one that is not a
+    model's. :class:`~kg_fuse.server.storage.store.StoreError` if it cannot be read."""
+    raw = read_setting_at(db, MODEL_KEY)
+    try:
+        record = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    name = record.get("name") if isinstance(record, dict) else None
+    return str(name) if name else None
 
 
 def stored_name(store: Store) -> str | None:

@@ -102,24 +102,15 @@ def swap_in_ready(db: Path) -> bool:
     made_from = read_setting_at(ready, SOURCE_EPOCH_KEY)
     now = read_setting_at(db, "epoch") if db.exists() else None
     if made_from is not None and now is not None and int(made_from) != int(now):
-        name = read_setting_at(ready, model_record.MODEL_KEY) or "{}"
+        name = model_record.name_at(ready) or "NAME"
         _remove(ready)
         raise CommandError(
             f"the store changed while it was re-embedded ({db}): the new copy would "
             "lose that change and was removed",
-            hint=f"re-embed it again: kg-fuse index --model {_name(name)}"
+            hint=f"re-embed it again: kg-fuse index --model {name}"
                  f"{paths.data_dir_args(db.parent.parent)}")  # DIR/server/kg.sqlite3
     _put_in_place(ready_from=ready, db=db)
     return True
-
-
-def _name(record: str) -> str:
-    import json
-
-    try:
-        return str(json.loads(record).get("name") or "NAME")
-    except ValueError:
-        return "NAME"
 
 
 def _put_in_place(ready_from: Path, db: Path) -> None:

@@ -59,7 +59,8 @@ def test_the_mtime_moves_when_the_bytes_do(meta, kg_admin):
 def test_tail_f_follows_the_status_across_a_threshold_change(meta):
     status = meta / "status"
     old = status.read_text()
-    with subprocess.Popen(["tail", "-f", "status"], cwd=meta, stdout=subprocess.PIPE,
+    with subprocess.Popen(["tail", "-n", "+1", "-f", "status"], cwd=meta,
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as tail:
         try:
             time.sleep(4)  # polls come and go: nothing to follow

@@ -505,6 +505,15 @@ async def evidence(platform: Platform) -> None:
             sources = {d["filename"] for d in detail["provenance"]["documents"]}
             assert sources <= files[mine[0]], (head["label"], sources)
             others = files[mine[0]] - sources
+            # why it is listed, as far as the mount can tell against the platform (it
+            # says nothing of what made a score): labelled so, the score the server's
+            assert ("Why it is listed (the server does not say; the mount found the "
+                    "query's words in this file's text):") in text, text
+            assert f"- score: {head['score']:.4f} (the server's; it does not say what " \
+                   "made it)" in text, text
+            label_words = set(re.findall(r"\w+", head["label"].lower()))
+            said = [w for w in phrase.split() if len(w) > 3 and w.lower() in label_words]
+            assert all(f"{w} in the label" in text for w in said), (said, text)
             lines = evidence_sources(text)
             assert lines, text
             for line in lines:

@@ -19,6 +19,7 @@ RESULT_FIELDS = {
     "grounding_strength", "confidence_level", "confidence_score", "grounding_display",
     "diversity_score", "diversity_related_count", "authenticated_diversity",
     "sample_evidence",
+    "why",  # ours: what made the score (docs/server.md)
 }
 
 

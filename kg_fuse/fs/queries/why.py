@@ -23,23 +23,11 @@ from dataclasses import dataclass, field
 
 from kg_fuse.client.models import ConceptDetail, ConceptHit
 from kg_fuse.client.why import ServerWhy
+from kg_fuse.stopwords import STOPWORDS
 
 log = logging.getLogger(__name__)
 
 PLACES = ("label", "signature", "description", "evidence")
-#: English function words (the Snowball list the server reads queries with): no reason
-#: for a match whichever text holds them.
-_STOPWORDS = """
-i me my myself we our ours ourselves you your yours yourself yourselves he him his
-himself she her hers herself it its itself they them their theirs themselves what which
-who whom this that these those am is are was were be been being have has had having do
-does did doing a an the and but if or because as until while of at by for with about
-against between into through during before after above below to from up down in out on
-off over under again further then once here there when where why how all any both each
-few more most other some such no nor not only own same so than too very can will just
-don should now
-"""
-STOPWORDS = frozenset(_STOPWORDS.split())
 #: How a reading relates to the query's word, as the server names it.
 HOW = {"form": "another form", "typo": "a typo's fix", "synonym": "WordNet: a synonym",
        "broader": "WordNet: a broader term", "related": "WordNet: a related word",

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from kg_fuse.server.search import tuning
 from kg_fuse.server.search.lexicon import POS_FILES, Synset, WordNet
-from kg_fuse.server.search.words import MAX_BRIDGES, STOPWORDS, Vocabulary, tokens
+from kg_fuse.server.search.words import MAX_BRIDGES, Vocabulary, tokens
+from kg_fuse.stopwords import STOPWORDS
 
 #: What a bridge carries of the word's weight, by relation.
 BRIDGE_FACTORS = tuning.BRIDGE_FACTORS.value

@@ -43,13 +43,13 @@ from kg_fuse.server.search.bridges import (
 )
 from kg_fuse.server.search.lexicon import WordNet
 from kg_fuse.server.search.words import (
-    STOPWORDS,
     Vocabulary,
     edits1,
     every_token,
     first_distinct,
     short_token,
 )
+from kg_fuse.stopwords import STOPWORDS
 
 #: Tuned numbers are read from :mod:`.tuning` (what each is for, what chose it); the
 #: limits below them bound cost.

@@ -1,0 +1,17 @@
+"""English function words (the Snowball stop list): the server reads queries without
+them, and the mount, finding a query's words in a result's text against a server that
+does not say why it matched, skips them too. One list, so both read a query alike."""
+
+from __future__ import annotations
+
+_STOPWORDS = """
+i me my myself we our ours ourselves you your yours yourself yourselves he him his
+himself she her hers herself it its itself they them their theirs themselves what which
+who whom this that these those am is are was were be been being have has had having do
+does did doing a an the and but if or because as until while of at by for with about
+against between into through during before after above below to from up down in out on
+off over under again further then once here there when where why how all any both each
+few more most other some such no nor not only own same so than too very can will just
+don should now
+"""
+STOPWORDS = frozenset(_STOPWORDS.split())

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.mount import Mount, fuse_available
+from tests.helpers.mount import Mount, finish, fuse_available
 
 SEARCH_LINE = re.compile(
     r"search min_similarity=(?P<min_similarity>\S+) threshold_used=(?P<threshold_used>\S+) "
@@ -102,20 +102,7 @@ def mount_factory(kg_server: Any, tmp_path: Path):
         return mount.start()
 
     yield start
-    failures = []
-    for mount, allowed in mounts:
-        if mount.returncode is None:
-            try:
-                status = mount.unmount()
-            except Exception as exc:  # noqa: BLE001 - report, then clean up the rest
-                failures.append(f"{mount.mountpoint}: unmount failed: {exc!r}")
-                mount.kill()
-                continue
-            if status != 0:
-                failures.append(f"{mount.mountpoint}: exit status {status}")
-        bad = mount.unexpected_log_lines(allowed)
-        if bad:
-            failures.append(f"{mount.log_path} has unexpected lines:\n" + "\n".join(bad))
+    failures = [failure for mount, allowed in mounts for failure in finish(mount, allowed)]
     if failures:
         pytest.fail("\n".join(failures))
 

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from tests.helpers.kg_platform import PersonalClient, PlatformConfig
-from tests.helpers.mount import Mount
+from tests.helpers.mount import Mount, finish
 from tests.helpers.platform_scenarios import POLL_INTERVAL, Names, PlatformControl, T
 from tests.helpers.recorder import Recorder
 from tests.helpers.shell import OsShell
@@ -118,20 +118,8 @@ class LivePlatform(PlatformControl):
 
     def close(self) -> list[str]:
         """Unmount everything; what went wrong (exit status, log lines)."""
-        failures = []
-        for mount in self.mounts:
-            try:
-                status = mount.unmount()
-            except Exception as exc:  # noqa: BLE001 - report, then clean up the rest
-                failures.append(f"{mount.mountpoint}: unmount failed: {exc!r}")
-                mount.kill()
-                continue
-            if status != 0:
-                failures.append(f"{mount.mountpoint}: exit status {status}")
-            bad = mount.unexpected_log_lines(self.allowed_log)
-            if bad:
-                failures.append(f"{mount.log_path} has unexpected lines:\n" + "\n".join(bad))
-        return failures
+        return [failure for mount in self.mounts
+                for failure in finish(mount, self.allowed_log)]
 
 
 @dataclass

@@ -136,3 +136,21 @@ def wait_for(predicate: Callable[[], object], timeout: float = 60.0,
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def finish(mount: Mount, allowed: Iterable[str] = ()) -> list[str]:
+    """Unmount (if still mounted) and say what went wrong: a failed unmount, an exit
+    status other than 0, log lines a healthy run does not write."""
+    failures = []
+    if mount.returncode is None:
+        try:
+            status = mount.unmount()
+        except Exception as exc:  # noqa: BLE001 - report, then clean up the rest
+            mount.kill()
+            return [f"{mount.mountpoint}: unmount failed: {exc!r}"]
+        if status != 0:
+            failures.append(f"{mount.mountpoint}: exit status {status}")
+    bad = mount.unexpected_log_lines(allowed)
+    if bad:
+        failures.append(f"{mount.log_path} has unexpected lines:\n" + "\n".join(bad))
+    return failures

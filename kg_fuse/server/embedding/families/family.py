@@ -8,6 +8,7 @@ A family is one file in this folder (an :class:`Encoder` that writes its layers,
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,13 +21,13 @@ log = logging.getLogger(__name__)
 FFN_DOWN = r"encoder\.layer\.\d+\.output\.dense\.matmul"
 
 
-class Encoder(Layers):
+class Encoder(Layers, ABC):
     """A family's encoder: :meth:`encode` writes the last hidden state into the graph."""
 
+    @abstractmethod
     def encode(self, mask: str) -> str:
         """The last hidden state, [batch, tokens, hidden]; ``mask`` is the attention
         mask as float32."""
-        raise NotImplementedError
 
     @classmethod
     def refuse(cls, config: dict[str, Any]) -> str | None:

@@ -8,8 +8,10 @@ scores fall away from the best one, at the threshold's listing size, or at
 ``.meta/limit`` (``cut.py``).
 
 A score of 0 is no match: such hits are dropped (the embedded server lists none, even
-at threshold 0). Paging: the search API returns at most 100 results a call, so larger
-wants page with ``offset``.
+at threshold 0). Each term is fetched as deep as the plan needs (``QueryPlan.depth``);
+paging: the search API returns at most 100 results a call, so larger wants page with
+``offset``. A term whose ranking goes on past that depth has a count that is only a
+floor (``LevelCount.more``: the status says "at least").
 
 Scopes (an ontology directory, links): the contract's ``ontology`` filter is used only
 where the server says it applied it by the concepts' sources (the embedded server
@@ -37,7 +39,6 @@ from kg_fuse.listing.plan import Level, QueryPlan
 
 log = logging.getLogger(__name__)
 
-MAX_MATCHES = 1000  # the most matches fetched for one term (intersections need depth)
 MAX_SCAN = 2000  # how far scoped paging may go looking past short pages
 
 Matches = dict[str, ConceptHit]  # by concept id
@@ -57,6 +58,7 @@ class LevelCount:
     changed: int = 0
     scope: tuple[str, ...] = ()  # the ontologies the term was searched in (all: empty)
     outside: int = 0  # matches at its threshold outside the scope (as far as scanned)
+    more: bool = False  # its ranking goes on past the depth fetched: ``matches`` a floor
 
 
 @dataclass
@@ -76,6 +78,7 @@ class _Searcher:
         self.default_seen: float | None = None
         self.presets_seen: dict[str, float] | None = None
         self.outside: dict[Level, int] = {}  # per scoped level: matches outside its scope
+        self.more: set[Level] = set()  # levels whose ranking goes on past the depth fetched
 
     async def _page(self, request: SearchRequest) -> SearchResponse:
         response = await self.client.search(request)
@@ -116,6 +119,7 @@ class _Searcher:
         hits: list[ConceptHit] = []
         outside = 0
         offset = 0
+        ended = False
         while len(hits) < want and offset < MAX_SCAN:
             size = min(PAGE_SIZE_MAX, max(want - len(hits), 1))
             request = SearchRequest(level.text, limit=size, min_similarity=level.min_similarity,
@@ -133,7 +137,10 @@ class _Searcher:
             hits.extend(kept)
             offset += size
             if len(scored) < size:  # the ranking ended (or a score of 0 did)
+                ended = True
                 break
+        if not ended:
+            self.more.add(level)
         if outside:  # each of a level's ontologies scans the same ranking
             self.outside[level] = max(self.outside.get(level, 0), outside)
         return hits[:want]
@@ -183,31 +190,39 @@ async def _other_terms(searcher: _Searcher, plan: QueryPlan) -> _Terms:
     terms = _Terms()
 
     async def collect(level: Level, into: dict, slot: object) -> None:
-        into[slot] = await searcher.matches(level, MAX_MATCHES)
+        into[slot] = await searcher.matches(level, plan.depth)
 
     with errors.one_failure():  # a failed search fails the listing as one search would
         async with trio.open_nursery() as nursery:
             for index, level in enumerate(plan.levels[:-1]):
                 nursery.start_soon(collect, level, terms.ancestors, index)
             for term in plan.union:
-                nursery.start_soon(collect, replace(plan.own, text=term), terms.union, term)
-            for term in plan.exclude:  # at the server default (plan.py)
-                nursery.start_soon(collect, replace(plan.own, text=term, min_similarity=None),
-                                   terms.exclude, term)
+                nursery.start_soon(collect, _union_level(plan, term), terms.union, term)
+            for term in plan.exclude:
+                nursery.start_soon(collect, _exclude_level(plan, term), terms.exclude, term)
     return terms
 
 
+def _union_level(plan: QueryPlan, term: str) -> Level:
+    return replace(plan.own, text=term)
+
+
+def _exclude_level(plan: QueryPlan, term: str) -> Level:
+    return replace(plan.own, text=term, min_similarity=None)  # the default (plan.py)
+
+
 def _intersect(plan: QueryPlan, own: Matches, ancestors: dict[int, Matches],
-               outside: dict[Level, int]) -> tuple[Matches, list[LevelCount]]:
+               searcher: _Searcher) -> tuple[Matches, list[LevelCount]]:
     """The query's own matches that match every enclosing level, each scored by its
     weakest level; and each level's count."""
     enclosing = plan.levels[:-1]
+    outside, more = searcher.outside, searcher.more
     counts = [LevelCount("level", level.text, len(ancestors[i]),
                          sum(1 for cid in own if cid not in ancestors[i]),
-                         level.ontologies, outside.get(level, 0))
+                         level.ontologies, outside.get(level, 0), level in more)
               for i, level in enumerate(enclosing)]
     counts.append(LevelCount("level", plan.own.text, len(own), 0, plan.own.ontologies,
-                             outside.get(plan.own, 0)))
+                             outside.get(plan.own, 0), plan.own in more))
     combined: Matches = {}
     for cid, hit in own.items():
         if all(cid in ancestors[i] for i in range(len(enclosing))):
@@ -216,18 +231,19 @@ def _intersect(plan: QueryPlan, own: Matches, ancestors: dict[int, Matches],
     return combined, counts
 
 
-def _add_union(combined: Matches, term: str, matches: Matches) -> LevelCount:
+def _add_union(combined: Matches, term: str, matches: Matches, more: bool) -> LevelCount:
     added = 0
     for cid, hit in matches.items():
         added += cid not in combined
         if cid not in combined or hit.score > combined[cid].score:
             combined[cid] = hit
-    return LevelCount("union", term, len(matches), added)
+    return LevelCount("union", term, len(matches), added, more=more)
 
 
-def _remove_excluded(combined: Matches, term: str, matches: Matches) -> LevelCount:
+def _remove_excluded(combined: Matches, term: str, matches: Matches, more: bool
+                     ) -> LevelCount:
     removed = sum(combined.pop(cid, None) is not None for cid in matches)
-    return LevelCount("exclude", term, len(matches), removed)
+    return LevelCount("exclude", term, len(matches), removed, more=more)
 
 
 def _reaches(ranked: Sequence[ConceptHit], own: Matches, union: dict[str, Matches]
@@ -243,13 +259,14 @@ async def execute(client: KgApiClient, plan: QueryPlan) -> PlanOutcome:
     """Search every level and term of ``plan``, combine the matches, and cut the
     ranking."""
     searcher = _Searcher(client)
-    nested = len(plan.levels) > 1 or plan.union or plan.exclude
-    depth = MAX_MATCHES if nested else plan.limit
-    own = await searcher.matches(plan.own, max(depth, plan.limit), primary=True)
+    own = await searcher.matches(plan.own, plan.depth, primary=True)
     terms = await _other_terms(searcher, plan)
-    combined, counts = _intersect(plan, own, terms.ancestors, searcher.outside)
-    counts += [_add_union(combined, term, terms.union[term]) for term in plan.union]
-    counts += [_remove_excluded(combined, term, terms.exclude[term]) for term in plan.exclude]
+    combined, counts = _intersect(plan, own, terms.ancestors, searcher)
+    counts += [_add_union(combined, term, terms.union[term],
+                          _union_level(plan, term) in searcher.more) for term in plan.union]
+    counts += [_remove_excluded(combined, term, terms.exclude[term],
+                                _exclude_level(plan, term) in searcher.more)
+               for term in plan.exclude]
     ranked = sorted(combined.values(), key=lambda h: (-h.score, h.label, h.concept_id))
     reaches = _reaches(ranked, own, terms.union)
     cut = relevance_cut(reaches, plan.size, plan.limit)

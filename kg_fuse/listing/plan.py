@@ -8,6 +8,12 @@ raising the query's threshold never excludes less). The plan's ``size`` is the o
 threshold's listing size, where the cut stops at the latest (``cut.py``), or None when
 ``.meta/limit`` was written: every match above the threshold, up to the limit. Equal
 plans give equal listings, so a plan is also what a held listing was fetched for.
+
+How deep a term's ranking is fetched: a single term cut at its listing size needs only
+that many matches and one more (the next score says where and why the cut stops:
+``depth``); a written limit needs the limit; a nested query, union and exclude terms
+need ``MAX_MATCHES`` of each term, since their intersections and unions go deeper than
+any one term's listing.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from dataclasses import dataclass
 from kg_fuse.limits import DEFAULT_LIMIT
 from kg_fuse.listing.explain import Role, ThresholdExplanation
 from kg_fuse.listing.thresholds import effective_threshold
+
+MAX_MATCHES = 1000  # the most matches fetched for one term (intersections need depth)
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,23 @@ class QueryPlan:
     @property
     def own(self) -> Level:
         return self.levels[-1]
+
+    @property
+    def single(self) -> bool:
+        """One term alone: no enclosing level, union or exclude term."""
+        return len(self.levels) == 1 and not self.union and not self.exclude
+
+    @property
+    def depth(self) -> int:
+        """How many of the query's own term's best matches the listing fetches: for a
+        single term cut at its listing size, the size and one more, all the cut reads
+        (fetching the limit cost a search's answer four times the results for nothing
+        listed); else the limit, or ``MAX_MATCHES`` where terms combine."""
+        if not self.single:
+            return max(MAX_MATCHES, self.limit)
+        if self.size is None:
+            return self.limit
+        return min(self.size + 1, self.limit)
 
 
 def plan_listing(explanation: ThresholdExplanation,

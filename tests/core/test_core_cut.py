@@ -12,6 +12,7 @@ from tests.helpers.core import API_URL, Core, SearchAnswersRewritten
 
 NARROW = "compress data with gzip"  # gzip.compress, then a drop
 BROAD = "compression"  # every compression module, close together
+DEPTH = PRESET_SIZES["standard"] + 1  # what a standard listing fetches: its size and one
 CONTRACT_FIELDS = {"query", "count", "results", "below_threshold_count",
                    "suggested_threshold", "top_match", "threshold_used", "offset"}
 
@@ -34,7 +35,7 @@ async def test_a_narrow_query_lists_its_answer_and_a_broad_one_lists_more(core: 
     assert 1 <= len(narrow) < len(broad) <= PRESET_SIZES["standard"]
     lines = await status(core, NARROW)
     assert lines["results"] == str(len(narrow))
-    assert lines["cut"].startswith(f"after {len(narrow)} of at least 50 matches: the score "
+    assert lines["cut"].startswith(f"after {len(narrow)} of at least {DEPTH} matches: the score "
                                    "falls from ")
     assert "more than 0.16 below the best" in lines["cut"]
     assert lines["cut"] != (await status(core, BROAD))["cut"]
@@ -60,7 +61,7 @@ async def test_the_cut_line_says_what_stopped_the_listing_or_why_it_is_empty(
     await core.fs.mkdir(BROAD)
     listed = results(await core.fs.listdir(BROAD))
     cut = (await status(core, BROAD))["cut"]
-    assert cut.startswith(f"after {len(listed)} of at least 50 matches: the standard listing "
+    assert cut.startswith(f"after {len(listed)} of at least {DEPTH} matches: the standard listing "
                           f"size is {len(listed)}; the next match scores ")
     assert "within 0.16 of the best" in cut and "falls" not in cut
     gibberish = "qwertyuiop"
@@ -84,6 +85,25 @@ async def test_the_cut_line_says_what_stopped_the_listing_or_why_it_is_empty(
     assert results(await core.fs.listdir(f"{BROAD}/{split}")) == []
     assert (await status(core, f"{BROAD}/{split}"))["cut"].startswith(
         "nothing listed: none of this query's ")
+
+
+# Regression test (issue 42): a listing fetched 50 matches to list at most 12, and its
+# level line said "50 matches" of a term with more: it fetches its size and one more
+# (the cut needs no more), and the status says "at least" of a count it did not fetch to
+# the end.
+async def test_the_status_claims_no_count_beyond_what_was_fetched(core: Core) -> None:
+    await core.fs.mkdir(BROAD)
+    listed = results(await core.fs.listdir(BROAD))
+    lines = await status(core, BROAD)
+    assert lines["level 1"].endswith(f", this query; at least {DEPTH} matches")
+    assert lines["cut"].startswith(f"after {len(listed)} of at least {DEPTH} matches: ")
+    await core.fs.write(f"{BROAD}/.meta/limit", b"1000\n")  # the ranking to its end
+    everything = results(await core.fs.listdir(BROAD))
+    lines = await status(core, BROAD)
+    assert DEPTH < len(everything) < 1000
+    assert lines["level 1"].endswith(f", this query; {len(everything)} matches")
+    assert lines["cut"] == ("none: .meta/limit is written, so every match above the "
+                            "threshold is listed")
 
 
 async def test_writing_a_limit_lists_everything_above_the_threshold(core: Core) -> None:
@@ -138,6 +158,7 @@ async def test_the_first_ls_makes_no_more_requests_than_the_listing_shows(core: 
     await core.fs.mkdir(NARROW)
     listed = results(await core.fs.listdir(NARROW))
     assert counting.count("POST /query/search") == 1
+    assert counting.searches[0]["limit"] == DEPTH  # not 50: the cut reads no more
     # one detail request per listed file: before the cut, one per file of the 50
     details = sum(1 for seen in counting.seen if seen.startswith("GET /query/concept/"))
     assert details == len(listed) < 50

@@ -5,6 +5,7 @@ the ingest box, lookup counts, and the error convention."""
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 
@@ -30,14 +31,18 @@ COMPRESSION = "Data Compression and Archiving"
 
 
 class CountingTransport(httpx.AsyncBaseTransport):
-    """The app's transport, counting the requests that pass (``POST /query/search``...)."""
+    """The app's transport, counting the requests that pass (``POST /query/search``...)
+    and keeping the searches' bodies."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
         self.seen: list[str] = []
+        self.searches: list[dict] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.seen.append(f"{request.method} {request.url.path}")
+        if request.url.path == "/query/search":
+            self.searches.append(json.loads(await request.aread()))
         return await self.inner.handle_async_request(request)
 
     def count(self, what: str) -> int:

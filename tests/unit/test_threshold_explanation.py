@@ -165,10 +165,15 @@ def test_an_inheriting_plan_is_what_eval_measures() -> None:
 
 def cut_status(query: SavedQuery, scores: list[float], size: int | None, limit: int = 50
                ) -> dict[str, str]:
+    """The status of a listing of a single term whose ranking is ``scores``, fetched as
+    deep as its plan fetches it (a full fetch: more may follow)."""
     explanation = explain_thresholds([query], (), (), ADMIN)
     response = SearchResponse(query.text, (), 0.5, None, None, None)
-    listing = ResultSet(plan_of(explanation, limit, query.limit is not None), response,
-                        0.0, 0.0, cut=relevance_cut(scores, size, limit))
+    plan = plan_of(explanation, limit, query.limit is not None)
+    fetched = scores[:plan.depth]
+    count = LevelCount("level", query.text, len(fetched), more=len(fetched) == plan.depth)
+    listing = ResultSet(plan, response, 0.0, 0.0, levels=(count,),
+                        cut=relevance_cut(fetched, size, limit))
     text = status_file(query, explanation, listing, None).decode()
     return dict(line.split(": ", 1) for line in text.splitlines())
 
@@ -179,14 +184,15 @@ def test_status_says_where_the_listing_was_cut_why_and_how_to_see_more() -> None
     assert lines["cut"] == ("after 2 of 4 matches: the score falls from 0.76 to 0.72, more "
                             "than 0.16 below the best (0.91)")
     flat = cut_status(query, [0.5] * 50, PRESET_SIZES["standard"])
-    assert flat["cut"] == ("after 12 of at least 50 matches: the standard listing size is "
+    assert flat["cut"] == ("after 12 of at least 13 matches: the standard listing size is "
                            "12; the next match scores 0.50, within 0.16 of the best (0.50)")
     assert flat["more"] == ("write a number (up to 1000) to .meta/limit to list every "
                             "match above the threshold 0.5, up to that many, or "
                             "comprehensive for up to 25")
     exact = cut_status(SavedQuery(("q",), "q", threshold="exact"), [0.7] * 9,
                        PRESET_SIZES["exact"])
-    assert exact["cut"].startswith("after 5 of 9 matches: the exact listing size is 5; ")
+    assert exact["cut"].startswith("after 5 of at least 6 matches: the exact listing size is "
+                                   "5; ")
     assert exact["more"].startswith("write a number (up to 1000) to .meta/limit to list "
                                     "every match above the threshold 0.6")
 
@@ -199,7 +205,7 @@ def test_more_offers_only_what_would_list_more() -> None:
     assert gap["more"] == ("write a number (up to 1000) to .meta/limit to list every "
                            "match above the threshold 0.5, up to that many")
     limited = cut_status(SavedQuery(("q",), "q", limit=2), [0.9, 0.85, 0.5], None, limit=2)
-    assert limited["cut"] == "after 2 of at least 3 matches: .meta/limit is 2"
+    assert limited["cut"] == "after 2 of at least 2 matches: .meta/limit is 2"
     assert limited["more"] == "write a larger number (up to 1000) to .meta/limit"
     widest = cut_status(SavedQuery(("q",), "q", threshold="comprehensive"), [0.5] * 30,
                         PRESET_SIZES["comprehensive"])
@@ -215,9 +221,9 @@ def test_the_cut_says_truly_what_stopped_it() -> None:
     assert near["cut"] == ("after 2 of 4 matches: the score falls from 0.7201 to 0.7199, "
                            "more than 0.16 below the best (0.8800)")
     both = cut_status(query, [0.8] * 12 + [0.5] * 5, PRESET_SIZES["standard"])
-    assert both["cut"] == ("after 12 of 17 matches: the score falls from 0.80 to 0.50, more "
-                           "than 0.16 below the best (0.80); the standard listing size is "
-                           "12 too")
+    assert both["cut"] == ("after 12 of at least 13 matches: the score falls from 0.80 to "
+                           "0.50, more than 0.16 below the best (0.80); the standard "
+                           "listing size is 12 too")
     assert "comprehensive" not in both["more"]
     for lines in (near, both, cut_status(query, [0.5] * 50, PRESET_SIZES["standard"])):
         assert "from 0.50 to 0.50" not in lines["cut"]

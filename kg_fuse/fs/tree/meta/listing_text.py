@@ -37,6 +37,18 @@ def counted(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
+def matches_text(count: LevelCount) -> str:
+    """'12 matches', or 'at least 13 matches' for a term whose ranking goes on past the
+    depth the listing fetched (a count the status cannot know is never claimed)."""
+    return ("at least " if count.more else "") + counted(count.matches, "match", "matches")
+
+
+def own_count(results: ResultSet) -> LevelCount | None:
+    """The count of the query's own term in the last listing (None: not fetched)."""
+    plan, counts = results.plan, results.levels
+    return counts[len(plan.levels) - 1] if len(counts) >= len(plan.levels) else None
+
+
 def _places(*holds: Callable[[int], bool]) -> int | None:
     """The fewest decimals (2 to 4) at which rounded scores still show what ``holds``
     (a fall of 0.00 between two listed scores is no fall); None if none do."""
@@ -94,7 +106,7 @@ def cut_text(results: ResultSet) -> str | None:
         return empty_text(results)
     if cut is None:
         return None
-    found = _found(cut, plan)
+    found = _found(results)
     if cut.reason is CutReason.NONE:
         return (f"none: all {found} within {CUT_GAP} of the best score are listed"
                 if plan.size is not None else
@@ -103,11 +115,13 @@ def cut_text(results: ResultSet) -> str | None:
     return f"after {cut.kept} of {found} matches: {_stopped_by(cut, plan)}"
 
 
-def _found(cut: Cut, plan: QueryPlan) -> str:
-    """How many matches reached every threshold: 'at least N' for a single term's
-    ranking as deep as the fetch (the server was asked for ``limit``: more may follow)."""
-    single = len(plan.levels) == 1 and not plan.union and not plan.exclude
-    return f"at least {cut.ranked}" if cut.ranked >= plan.limit and single else str(cut.ranked)
+def _found(results: ResultSet) -> str:
+    """How many matches reached every threshold: 'at least N' for a single term whose
+    ranking goes on past the depth fetched (its listing size and one more)."""
+    assert results.cut is not None
+    own = own_count(results)
+    more = results.plan.single and own is not None and own.more
+    return f"at least {results.cut.ranked}" if more else str(results.cut.ranked)
 
 
 def _stopped_by(cut: Cut, plan: QueryPlan) -> str:
@@ -129,8 +143,8 @@ def empty_text(results: ResultSet) -> str:
     """Why a listing is empty: nothing reached the query's threshold (and the best score
     below it, as far as the server said), or the enclosing levels or the exclude terms
     left nothing."""
-    response, plan, counts = results.response, results.plan, results.levels
-    own = counts[len(plan.levels) - 1] if len(counts) >= len(plan.levels) else None
+    response, counts = results.response, results.levels
+    own = own_count(results)
     if own is not None and own.matches:
         removed = sum(c.changed for c in counts if c.role == "exclude")
         if removed:

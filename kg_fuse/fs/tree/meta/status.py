@@ -24,6 +24,7 @@ from kg_fuse.fs.tree.meta.listing_text import (
     counted,
     cut_text,
     format_threshold,
+    matches_text,
     more_text,
     one_line,
     scope_text,
@@ -98,7 +99,7 @@ def level_lines(explanation: ThresholdExplanation,
         text = _level_line(level, explanation)
         if len(counts) == len(explanation.levels):
             count = counts[index]
-            text += f"; {counted(count.matches, 'match', 'matches')}"
+            text += f"; {matches_text(count)}"
             if level.role is Role.ENCLOSING:
                 text += f", {count.changed} of this query's matches not among them"
             elif level.role is Role.UNION:

@@ -2,7 +2,10 @@
 """What a listing costs, beside another checkout's code in the same run: the first
 ``ls -l`` of a new query (the search, the listed concepts' details, every file rendered)
 and a warm one, through real mounts of real servers. Also checks that every listed
-file's size is exact (``stat`` size == bytes read). Prints figures; asserts nothing.
+file's size is exact (``stat`` size == bytes read). Beside each first listing's wall
+time, the CPU time its server and its mount spent on it (their threads' ``schedstat``):
+on a shared machine it moves far less with the load than the wall time. Prints figures;
+asserts nothing.
 
     .venv/bin/python scripts/bench_listing.py STORE.sqlite3 --reference OTHER_CHECKOUT \\
         [--rounds 40]
@@ -21,6 +24,7 @@ per checkout, and this checkout's as a ratio to the reference's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -61,6 +65,16 @@ def timed(fn: object, *args: object) -> float:
     return time.perf_counter() - started
 
 
+def cpu_ns(pid: int) -> int:
+    """The CPU time a process's threads have run so far, in ns (``schedstat``: exact,
+    where ``/proc/PID/stat`` counts 10 ms ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
 def sizes_wrong(path: Path) -> tuple[int, int]:
     """How many listed files' ``stat`` size differs from the bytes read, of how many."""
     files = [p for p in path.iterdir() if p.name.endswith(".concept.md")]
@@ -79,14 +93,19 @@ class Side:
                "XDG_DATA_HOME": str(work / "data")}
         self.mount = Mount(work / "mnt", env, work / "kg-fuse.log",
                            ["--max-age", "3600"]).start()
+        assert self.server.process is not None and self.mount.process is not None
+        self.pids = (self.server.process.pid, self.mount.process.pid)
         self.first: list[float] = []
+        self.first_cpu: list[float] = []  # the server's and the mount's, during it
         self.warm: list[float] = []
         self.wrong = self.files = 0
 
     def round(self, text: str) -> None:
         query = self.mount.path(text)
         query.mkdir()
+        cpu = sum(map(cpu_ns, self.pids))
         self.first.append(timed(ls_l, query))
+        self.first_cpu.append((sum(map(cpu_ns, self.pids)) - cpu) / 1e9)
         self.warm.append(timed(ls_l, query))
         wrong, files = sizes_wrong(query)
         self.wrong += wrong
@@ -95,6 +114,13 @@ class Side:
     def stop(self) -> None:
         self.mount.unmount()
         self.server.stop()
+
+
+def ratio(ours: list[float], ref: list[float]) -> str:
+    """The p50s' ratio, and the median of the per-query ratios (the warm-up left out)."""
+    each = [a / b for a, b in zip(ours[1:], ref[1:], strict=True)]
+    return (f"{statistics.median(ours[1:]) / statistics.median(ref[1:]):.3f}x (median of "
+            f"per-query ratios {statistics.median(each):.3f}x)")
 
 
 def main() -> int:
@@ -126,16 +152,16 @@ def main() -> int:
                 side.round(text)
         print(f"{len(pool)} new queries, ls -l first and warm; load "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        print(f"{'checkout':<16} {'first p50':>10} {'warm p50':>9} {'sizes exact':>14}")
+        print(f"{'checkout':<16} {'first p50':>10} {'first CPU':>10} {'warm p50':>9} "
+              f"{'sizes exact':>14}")
         for side in sides:
             print(f"{side.name:<16} {statistics.median(side.first[1:]) * 1e3:>7.1f} ms "
+                  f"{statistics.median(side.first_cpu[1:]) * 1e3:>7.1f} ms "
                   f"{statistics.median(side.warm[1:]) * 1e3:>6.2f} ms "
                   f"{side.files - side.wrong:>6}/{side.files}")
         ours, ref = sides
-        first = [a / b for a, b in zip(ours.first[1:], ref.first[1:], strict=True)]
-        print(f"this checkout / reference: first ls -l p50 "
-              f"{statistics.median(ours.first[1:]) / statistics.median(ref.first[1:]):.3f}x"
-              f" (median of per-query ratios {statistics.median(first):.3f}x), warm "
+        print(f"this checkout / reference: first ls -l p50 {ratio(ours.first, ref.first)}, "
+              f"CPU {ratio(ours.first_cpu, ref.first_cpu)}; warm "
               f"{statistics.median(ours.warm[1:]) / statistics.median(ref.warm[1:]):.3f}x")
     finally:
         for side in sides:

@@ -14,6 +14,14 @@ answered as the platform answered it then.
   never gets an answer older than the newest one already served (the live run's
   requests arrived in that order), so a listing asked for after an epoch that moved
   shows what the platform listed by then, however often either was asked.
+- **A shallower search.** A ``POST /query/search`` asking for fewer results (``limit``)
+  than a recorded one, every other field the same, gets the recorded page's first
+  ``limit`` results: the platform ranks the same way whatever the page's size, so the
+  mount may fetch less than it did when the run was recorded without a recording
+  failing. The answer's hints (``below_threshold_count``, ``suggested_threshold``,
+  ``top_match``), which the platform computes over twice the page, stay as recorded for
+  the deeper page: record again to replay those exactly. No other field is tolerated,
+  and a deeper search than any recorded is a request not in the recording.
 - **Outage.** ``Replay.server_down()`` makes every request fail with
   ``httpx.ConnectError``, as a dead server's connection refused does, until
   ``server_up()``.
@@ -24,6 +32,7 @@ answered as the platform answered it then.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -65,9 +74,18 @@ class Replay:
         self.exchanges: list[dict[str, Any]] = unshelve_texts(list(data["exchanges"]),
                                                               data.get("texts", {}))
         self._by_slot: dict[tuple[str, str, str], list[int]] = {}
+        #: each recorded search, by its key without ``limit``: (limit, its full key)
+        self._searches: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
         for position, exchange in enumerate(self.exchanges):
             slot = (exchange["phase"], exchange["who"], exchange_key(exchange))
             self._by_slot.setdefault(slot, []).append(position)
+        for (phase, sender, key), positions in self._by_slot.items():
+            first = self.exchanges[positions[0]]
+            depthless = _without_limit(first["method"], first["path"], first["params"],
+                                       first["request"])
+            if depthless is not None:
+                self._searches.setdefault((phase, sender, depthless[1]), []).append(
+                    (depthless[0], key))
         self._whos = sorted({e["who"] for e in self.exchanges})
         self._phase = 0
         self.down = False
@@ -112,20 +130,35 @@ class Replay:
     def answer(self, who: str, method: str, path: str, params: list[list[str]],
                body: dict[str, Any] | None) -> dict[str, Any]:
         key = canonical_request(method, path, params, body)
+        depthless = _without_limit(method, path, params, body)
         current = self.phase_name
         earlier = list(reversed(self.phases[:self._phase]))
         others = [w for w in self._whos if w != who]
         for sender in (who, *others):
-            if (current, sender, key) in self._by_slot:
-                return self._in_order((current, sender, key), who)
+            recorded = self._recorded(current, sender, key, depthless)
+            if recorded is not None:
+                return _first(self._in_order((current, sender, recorded), who), depthless)
             for phase in earlier:
-                positions = self._by_slot.get((phase, sender, key))
-                if positions:
-                    return self.exchanges[positions[-1]]  # that phase's last word
+                recorded = self._recorded(phase, sender, key, depthless)
+                if recorded is not None:  # that phase's last word
+                    return _first(self.exchanges[self._by_slot[(phase, sender, recorded)][-1]],
+                                  depthless)
         shown = json.dumps(body, sort_keys=True)[:400] if body is not None else "no body"
         query = "&".join(f"{k}={v}" for k, v in params)
         raise self._miss(f"{method} {path}{'?' + query if query else ''} ({shown}) sent by "
                          f"{who!r} in phase {current!r} of scenario {self.name!r}")
+
+    def _recorded(self, phase: str, sender: str, key: str,
+                  depthless: tuple[int, str] | None) -> str | None:
+        """The recorded key that answers ``key`` in ``phase`` from ``sender``: itself, else
+        (a search) the shallowest recorded search as deep or deeper."""
+        if (phase, sender, key) in self._by_slot:
+            return key
+        if depthless is None:
+            return None
+        limit, rest = depthless
+        deeper = [(n, k) for n, k in self._searches.get((phase, sender, rest), ()) if n >= limit]
+        return min(deeper)[1] if deeper else None
 
     def _in_order(self, slot: tuple[str, str, str], asker: str) -> dict[str, Any]:
         positions = self._by_slot[slot]
@@ -137,6 +170,31 @@ class Replay:
         self._served[(*slot, asker)] = chosen
         self._clock[slot[0]] = max(clock, chosen)
         return self.exchanges[chosen]
+
+
+def _without_limit(method: str, path: str, params: list[list[str]],
+                   body: dict[str, Any] | None) -> tuple[int, str] | None:
+    """A search request's ``limit`` and its key without it; None for any other request."""
+    payload = (body or {}).get("json")
+    if method.upper() != "POST" or path != "/query/search" or not isinstance(payload, dict) \
+            or not isinstance(payload.get("limit"), int):
+        return None
+    rest = {k: v for k, v in payload.items() if k != "limit"}
+    return payload["limit"], canonical_request(method, path, params, {**body, "json": rest})
+
+
+def _first(exchange: dict[str, Any], depthless: tuple[int, str] | None) -> dict[str, Any]:
+    """A recorded search's answer cut to the ``limit`` asked (a shallower search)."""
+    answer = exchange["response"].get("json")
+    if depthless is None or not isinstance(answer, dict) \
+            or len(answer.get("results") or ()) <= depthless[0]:
+        return exchange
+    cut = copy.deepcopy(exchange)
+    body = cut["response"]["json"]
+    body["results"] = body["results"][:depthless[0]]
+    if "count" in body:
+        body["count"] = len(body["results"])
+    return cut
 
 
 class ReplayTransport(httpx.AsyncBaseTransport):

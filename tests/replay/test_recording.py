@@ -132,3 +132,38 @@ async def test_what_was_recorded_is_replayed_by_phase_in_order(upstream: str,
     assert len(replay.misses) == 1
     with pytest.raises(UnrecordedRequest, match="phase 'earlier'"):
         replay.phase("earlier")
+
+
+def _search(limit: int, results: int, **fields: Any) -> dict[str, Any]:
+    """A recorded search exchange: ``limit`` asked, ``results`` answered."""
+    return {"phase": "start", "who": "admin", "method": "POST", "path": "/query/search",
+            "params": [], "request": {"json": {"query": "flour", "limit": limit, "offset": 0,
+                                               **fields}},
+            "status": 200, "content_type": "application/json",
+            "response": {"json": {"query": "flour", "count": results, "offset": 0,
+                                  "results": [{"concept_id": f"c{i}", "score": 1 - i / 100}
+                                              for i in range(results)],
+                                  "below_threshold_count": None}}}
+
+
+async def test_a_shallower_search_is_answered_by_a_deeper_recorded_one() -> None:
+    """The mount may ask the platform for fewer results than when the run was recorded
+    (issue 42: a listing's size and one more, not 50): the recorded page's first results
+    answer it. A deeper search, or one that differs in any other field, is not recorded."""
+    replay = Replay({"format": 1, "scenario": "unit", "names": {}, "phases": ["start"],
+                     "exchanges": [_search(50, 30), _search(100, 30, min_similarity=0.5)]})
+    async with httpx.AsyncClient(transport=replay.transport("admin"),
+                                 base_url="http://replayed") as http:
+        async def search(limit: int, **fields: Any) -> dict[str, Any]:
+            body = {"query": "flour", "limit": limit, "offset": 0, **fields}
+            return (await http.post("/query/search", json=body)).json()
+
+        shallow = await search(13)
+        assert [r["concept_id"] for r in shallow["results"]] == [f"c{i}" for i in range(13)]
+        assert shallow["count"] == 13
+        assert len((await search(50))["results"]) == 30  # as recorded
+        assert len((await search(5, min_similarity=0.5))["results"]) == 5
+        with pytest.raises(UnrecordedRequest, match="limit"):
+            await search(51)
+        with pytest.raises(UnrecordedRequest, match="offset"):
+            await search(13, offset=13)

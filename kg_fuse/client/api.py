@@ -141,7 +141,7 @@ class KgApiClient:
 
     async def search(self, request: SearchRequest, timeout: float | None = None) -> SearchResponse:
         raw = await self._call("POST", "/query/search", json=request.body(), timeout=timeout)
-        return SearchResponse.parse(raw)
+        return SearchResponse.parse(raw, request.limit)
 
     async def concept(self, concept_id: str, timeout: float | None = None) -> ConceptDetail:
         raw = await self._call(

@@ -112,6 +112,11 @@ def _concept_heading(body: dict[str, Any], where: str) -> dict[str, Any]:
     }
 
 
+#: The contract's near-miss hint looks at this many times the page's limit (down to 0.3):
+#: a ``below_threshold_count`` that fills the look may be short of the true count.
+HINT_LOOK = 2
+
+
 @dataclass(frozen=True)
 class ConceptHit:
     """One search result."""
@@ -156,6 +161,9 @@ class SearchResponse:
     # concepts' sources, before paging, hints within it); None: it does not say (the
     # platform, whose filter finds nothing: the listing filters by itself)
     ontology_filter: str | None = None
+    #: ``below_threshold_count`` reached the end of the hint's look (``HINT_LOOK`` times
+    #: the limit asked): more may lie below the threshold, the count is a floor
+    below_threshold_floor: bool = False
 
     @property
     def suggestion(self) -> float | None:
@@ -171,18 +179,22 @@ class SearchResponse:
         return self.suggested_threshold
 
     @classmethod
-    def parse(cls, raw: Any) -> SearchResponse:
+    def parse(cls, raw: Any, limit: int | None = None) -> SearchResponse:
+        """The answer to a search that asked for ``limit`` results (None: not known)."""
         where = "search response"
         body = _object(raw, where)
         results = _field(body, "results", list, where)
         suggested = body.get("suggested_threshold")
         top = body.get("top_match")
         unknown = body.get("unknown_words")  # an extra field: ignored when malformed
+        below = _optional(body, "below_threshold_count", int, where)
         return cls(
             query=_field(body, "query", str, where),
             results=tuple(ConceptHit.parse(r) for r in results),
             threshold_used=finite_number(body.get("threshold_used"), where),
-            below_threshold_count=_optional(body, "below_threshold_count", int, where),
+            below_threshold_count=below,
+            below_threshold_floor=(below is not None and limit is not None
+                                   and below + len(results) >= HINT_LOOK * limit),
             suggested_threshold=None if suggested is None else finite_number(suggested, where),
             top_match=None if top is None else ConceptHit.parse(top),
             threshold_presets=threshold_presets(body.get("threshold_presets")),

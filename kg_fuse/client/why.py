@@ -35,7 +35,7 @@ def _numbers(*values: Any) -> bool:
 
 def parse_why(raw: Any) -> ServerWhy | None:
     """A result's ``why``, or None when absent or malformed (every search result of our
-    server carries one: kept cheap, a listing parses 50 of them)."""
+    server carries one: kept cheap, a listing parses a page of them)."""
     if not isinstance(raw, dict):
         return None
     try:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from kg_fuse.limits import DEFAULT_LIMIT
+from kg_fuse.listing.presets import PRESET_SIZES
 from tests.helpers.core import Core
 from tests.helpers.driver import CTX
 
@@ -336,7 +337,12 @@ async def test_status_suggests_a_threshold_when_an_override_hides_everything(
     suggested = float(status["suggested threshold"])
     assert suggested == expected["near_miss_threshold"]
     assert closest[0]["score"] - 0.01 < suggested <= closest[0]["score"]
-    assert status["below threshold"] == str(expected["below_threshold_count"])
+    # the listing asked for its size and one more (exact's 5, at 0.99), and the server
+    # counts near misses over twice that: the status says its count is a floor (issue 42)
+    depth = PRESET_SIZES["exact"] + 1
+    shallow = await search(core, query, limit=depth, min_similarity=0.99)
+    assert shallow["below_threshold_count"] == 2 * depth < expected["below_threshold_count"]
+    assert status["below threshold"] == f"at least {2 * depth}"
     assert "to .meta/threshold" in status["hint"]
     # writing it lists the best near miss
     await core.fs.write(f"{query}/.meta/threshold", f"{suggested}\n".encode())

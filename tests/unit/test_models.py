@@ -40,6 +40,16 @@ def search(**overrides):
     return body
 
 
+def test_a_below_threshold_count_that_fills_the_hint_s_look_is_a_floor():
+    """The contract's hint counts near misses over twice the page's limit: a count that
+    fills it may be short of the truth (the status says "at least")."""
+    full = search(results=[result()], below_threshold_count=11)  # 12 = 2 x 6 looked at
+    assert SearchResponse.parse(full, limit=6).below_threshold_floor
+    assert not SearchResponse.parse(full, limit=7).below_threshold_floor  # 12 < 14
+    assert not SearchResponse.parse(full).below_threshold_floor  # the limit unknown
+    assert not SearchResponse.parse(search(), limit=1).below_threshold_floor  # none sent
+
+
 def test_search_response_parses():
     resp = SearchResponse.parse(search())
     assert resp.query == "compress data"

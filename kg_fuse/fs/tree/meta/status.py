@@ -325,7 +325,8 @@ def _server_lines(results: ResultSet) -> list[str]:
     response = results.response
     lines = []
     if response.below_threshold_count is not None:
-        lines.append(f"below threshold: {response.below_threshold_count}")
+        floor = "at least " if response.below_threshold_floor else ""
+        lines.append(f"below threshold: {floor}{response.below_threshold_count}")
     suggested = response.suggestion  # the one the creation auto-adjust adopts
     if suggested is not None:
         lines.append(f"suggested threshold: {format_threshold(suggested)}")

@@ -43,7 +43,8 @@ def test_ls_shows_the_answer_and_status_says_where_it_stopped(mounted: Mount) ->
     assert ranked[0] == "gzip.compress.concept.md"  # best first, as before the cut
     assert sorted(ranked) == sorted(narrow)
     lines = status(mounted, NARROW)
-    assert lines["cut"].startswith(f"after {len(narrow)} of at least 50 matches")
+    depth = PRESET_SIZES["standard"] + 1  # the listing asks for its size and one more
+    assert lines["cut"].startswith(f"after {len(narrow)} of at least {depth} matches")
     # the write the status suggests is the one that lists everything above the threshold
     assert lines["more"].startswith("write a number (up to 1000) to .meta/limit to list "
                                     "every match above the threshold")

@@ -63,6 +63,16 @@ def make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
                       + owner_only.private_files(files))
 
 
+def remove_interrupted(data_dir: Path | None) -> None:
+    """What a killed ``index --model`` left beside the store, and a killed ``model add``
+    among the models, removed (each logged) by the next command that owns them."""
+    from kg_fuse.server.embedding.leftovers import remove_interrupted_models
+    from kg_fuse.server.startup.reembed import remove_interrupted as remove_reembed
+
+    remove_reembed(paths.server_db_path(data_dir))
+    remove_interrupted_models()
+
+
 def put_reembedded_in_place(data_dir: Path | None) -> None:
     """At ``serve``: the store re-embedded while the last server ran takes the old one's
     place before anything opens it (:func:`.startup.reembed.swap_in_ready`)."""

@@ -194,7 +194,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def server_start_command(args: argparse.Namespace) -> int:
     argv = serve_argv(args)  # checked; the paths in args made absolute too
     port = args.port if getattr(args, "port_given", False) else None
-    return lifecycle.start(argv, args.data_dir, args.wait, args.log_file, port=port)
+    with console.interrupted_by_signals():
+        return lifecycle.start(argv, args.data_dir, args.wait, args.log_file, port=port)
 
 
 def serve_argv(args: argparse.Namespace) -> list[str]:
@@ -307,6 +308,7 @@ def serve_command(args: argparse.Namespace) -> int:
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     open_store.make_private(args.data_dir, args.log_file)
+    open_store.remove_interrupted(args.data_dir)
     open_store.put_reembedded_in_place(args.data_dir)
     graph = open_store.open_graph(args.data_dir, args.model)
     try:
@@ -371,7 +373,9 @@ def index_command(args: argparse.Namespace) -> int:
     open_store.check_inputs(args)
     _setup_logging()
     open_store.make_private(args.data_dir)
-    running = open_store.reembed_if_asked(args)
+    open_store.remove_interrupted(args.data_dir)
+    with console.interrupted_by_signals():
+        running = open_store.reembed_if_asked(args)
     if running is not None:
         restart = running.restart_command(args.data_dir, model=args.model)
         print(f"re-embedded with {args.model}; the running server still serves the old "

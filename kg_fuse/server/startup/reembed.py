@@ -26,6 +26,8 @@ from pathlib import Path
 from kg_fuse import paths
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.embedding.graph import locked
+from kg_fuse.server.embedding.leftovers import unless_locked
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.startup import model_record
 from kg_fuse.server.startup.prepare import prepare
@@ -50,18 +52,50 @@ def ready_path(db: Path) -> Path:
     return db.with_name(db.name + ".next")
 
 
+def _files_of(path: Path) -> tuple[Path, ...]:
+    """A SQLite store's file and the journals SQLite may keep beside it."""
+    return (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal"))
+
+
 def _remove(path: Path) -> None:
-    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+    for name in _files_of(path):
         with contextlib.suppress(FileNotFoundError):
             name.unlink()
+
+
+def remove_interrupted(db: Path) -> list[Path]:
+    """Remove the half-made copy a killed re-embed left beside ``db`` (not one a running
+    re-embed is making: it holds the lock); returns what was removed, and logs it."""
+    partial = partial_path(db)
+    with unless_locked(partial) as free:
+        if not free:
+            return []
+        removed = [name for name in _files_of(partial) if name.exists()]
+        _remove(partial)
+    for name in removed:
+        log.warning("removed %s, left by an interrupted re-embed (kg-fuse index --model)",
+                    name)
+    return removed
 
 
 def reembed(db: Path, embedder: Embedder, server_running: bool,
             progress: bool = True) -> Path:
     """Make ``db`` embedded by ``embedder``'s model; returns where the new store is (``db``,
-    or :func:`ready_path` while a server holds ``db``)."""
+    or :func:`ready_path` while a server holds ``db``). Interrupted (Ctrl-C, ``kill``),
+    it removes its half-made copy on the way out."""
     partial = partial_path(db)
-    _remove(partial)  # a run killed midway
+    with locked(partial):
+        try:
+            return _reembed(db, partial, embedder, server_running, progress)
+        except BaseException:
+            _remove(partial)
+            log.warning("re-embedding %s stopped; its half-made copy was removed", db)
+            raise
+
+
+def _reembed(db: Path, partial: Path, embedder: Embedder, server_running: bool,
+             progress: bool) -> Path:
+    _remove(partial)
     _remove(ready_path(db))
     source = Store(db)
     try:

@@ -309,24 +309,28 @@ def serve_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     open_store.make_private(args.data_dir, args.log_file)
     open_store.remove_interrupted(args.data_dir)
-    open_store.put_reembedded_in_place(args.data_dir)
-    graph = open_store.open_graph(args.data_dir, args.model)
     try:
+        # held from here: a re-embed at start is a server starting ('server stop' ends it)
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or ""),
                                      tuple(_options_argv(args))):
-            graph.embedder.load()
-            open_store.build(graph, args)
-            ensure_credentials(graph.store, paths.server_credentials_path(args.data_dir),
-                               api_url)
-            app = create_app(graph, token_ttl(args.token_ttl))
-            log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
-                     api_url, graph.default_threshold())
-            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on",
-                                    timeout_graceful_shutdown=SHUTDOWN_GRACE)
-            uvicorn.Server(config).run(sockets=[sock])
+            open_store.put_reembedded_in_place(args.data_dir, args.model)
+            graph = open_store.open_graph(args.data_dir, args.model)
+            try:
+                graph.embedder.load()
+                open_store.build(graph, args)
+                ensure_credentials(graph.store,
+                                   paths.server_credentials_path(args.data_dir), api_url)
+                app = create_app(graph, token_ttl(args.token_ttl))
+                log.info("serving %d concepts at %s (default threshold %.2f)",
+                         len(graph.index), api_url, graph.default_threshold())
+                config = uvicorn.Config(app, log_config=None, access_log=True,
+                                        lifespan="on",
+                                        timeout_graceful_shutdown=SHUTDOWN_GRACE)
+                uvicorn.Server(config).run(sockets=[sock])
+            finally:
+                graph.store.close()
     finally:
         sock.close()
-        graph.store.close()
     return 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kg_fuse import owner_only, paths
-from kg_fuse.exits import CommandError
+from kg_fuse.exits import CommandError, Interrupted
 
 log = logging.getLogger(__name__)
 
@@ -199,9 +199,8 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
     except KeyboardInterrupt:
         # Ctrl-C or kill: the user no longer wants what this command was starting
         _end_child(child)
-        print(f"kg-fuse: interrupted: stopped the server it was starting (pid {child.pid})",
-              file=sys.stderr, flush=True)
-        raise
+        raise Interrupted(f"interrupted: stopped the server it was starting (pid "
+                          f"{child.pid})") from None
 
 
 def _end_child(child: subprocess.Popen[bytes]) -> None:

@@ -76,7 +76,8 @@ def _corpus_options() -> list[console.Option]:
                        help="build the Python standard-library corpus, or none"),
         console.option("--modules", type=_modules, default=None, metavar="M1,M2,...",
                        help="restrict the stdlib corpus to these dotted module names "
-                            "(default: all documented modules)"),
+                            "(default: all documented modules; a store built already "
+                            "keeps the modules it was built with)"),
         console.option("--ingest", type=Path, action="append", default=[], metavar="DIR",
                        help="add a folder of Markdown/text files (repeatable)"),
         console.option("--ontology", default=None,
@@ -111,12 +112,14 @@ def _server_actions() -> list[console.Command]:
         console.Command(
             "start", help="start the server in the background",
             description="Start 'kg-fuse serve' in the background with these options "
-                        "(all of serve's, and --wait); return once it answers.",
+                        "(all of serve's, and --wait); return once it answers. Ctrl-C "
+                        "or kill while it waits stops the server it was starting.",
             handler=server_start_command, options=[
                 *serve_options(log_default="DIR/server/server.log"),
                 console.option("--wait", type=float, default=900.0,
                                help="seconds to wait for the server to answer (a first "
-                                    "start builds the corpus)"),
+                                    "start builds the corpus); past them, the server "
+                                    "is stopped"),
             ]),
         console.Command(
             "stop", help="stop the server started on this store",
@@ -125,8 +128,9 @@ def _server_actions() -> list[console.Command]:
             handler=lambda args: lifecycle.stop(args.data_dir), options=_store_options()),
         console.Command(
             "status", help="say whether the server runs, and where",
-            description="Print the running server's address and pid, and its warnings "
-                        "(no WordNet); exit 1 when none runs.",
+            description="Print the running server's address and pid, its model, "
+                        "concepts and default threshold, and its warnings (no "
+                        "WordNet); exit 1 when none runs.",
             handler=lambda args: lifecycle.status(args.data_dir), options=_store_options()),
         console.Command(
             "credentials", help="show the clients in the credentials file, or replace them",

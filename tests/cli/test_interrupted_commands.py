@@ -23,7 +23,7 @@ from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from tests.cli.test_cli_errors import run
 from tests.helpers.mount import wait_for
 from tests.helpers.server import free_port
-from tests.helpers.store import OFFLINE_ENV, copy_store
+from tests.helpers.store import OFFLINE_ENV
 
 MODULES = ["--modules", ",".join(SMALL_TEST_MODULES)]
 OTHER = "all-MiniLM-L6-v2-int8"
@@ -53,22 +53,11 @@ def alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split(") ")[-1][:1] not in "ZX"
 
 
-@pytest.fixture
-def data(home: tuple[dict[str, str], Path], small_store: Path
-         ) -> tuple[dict[str, str], Path, Path]:
-    """A home with a built store in ``my data`` (the models' graphs are the user's)."""
-    env, where = home
-    env = {**env, **OFFLINE_ENV}
-    folder = where / "my data"
-    copy_store(small_store, folder / "server/kg.sqlite3")
-    return env, where, folder
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
 def test_server_start_interrupted_stops_the_server_it_was_starting(
-        data: tuple[dict[str, str], Path, Path], signum: int) -> None:
-    env, home, folder = data
+        home_with_store: tuple[dict[str, str], Path, Path], signum: int) -> None:
+    env, home, folder = home_with_store
     port = free_port()
     start = launch(["server", "start", "--data-dir", str(folder), "--port", str(port),
                     *MODULES], env, home)
@@ -85,17 +74,17 @@ def test_server_start_interrupted_stops_the_server_it_was_starting(
     assert run(["server", "status", "--data-dir", str(folder)], env, home).returncode == 1
 
 
-def _partial(folder: Path) -> Path:
+def partial_of(folder: Path) -> Path:
     return folder / "server/kg.sqlite3.partial"
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
 def test_an_interrupted_reembed_removes_its_copy(
-        data: tuple[dict[str, str], Path, Path], signum: int) -> None:
-    env, home, folder = data
+        home_with_store: tuple[dict[str, str], Path, Path], signum: int) -> None:
+    env, home, folder = home_with_store
     index = launch(["index", "--data-dir", str(folder), "--model", OTHER], env, home)
-    out, err = signal_when(index, _partial(folder).exists, signum, "the re-embed to begin")
+    out, err = signal_when(index, partial_of(folder).exists, signum, "the re-embed to begin")
     assert index.returncode == 130, (out, err)
     left = sorted(p.name for p in (folder / "server").iterdir() if "partial" in p.name
                   and not p.name.endswith(".lock"))
@@ -105,15 +94,15 @@ def test_an_interrupted_reembed_removes_its_copy(
 
 @pytest.mark.timeout(600)
 def test_a_killed_reembed_s_copy_is_removed_by_the_next_command_and_logged(
-        data: tuple[dict[str, str], Path, Path]) -> None:
-    env, home, folder = data
+        home_with_store: tuple[dict[str, str], Path, Path]) -> None:
+    env, home, folder = home_with_store
     index = launch(["index", "--data-dir", str(folder), "--model", OTHER], env, home)
-    signal_when(index, _partial(folder).exists, signal.SIGKILL, "the re-embed to begin")
-    assert _partial(folder).exists()
+    signal_when(index, partial_of(folder).exists, signal.SIGKILL, "the re-embed to begin")
+    assert partial_of(folder).exists()
     listed = run(["model", "list", "--data-dir", str(folder)], env, home)
     assert listed.returncode == 0, listed.stderr
-    assert f"removed {_partial(folder)}, left by an interrupted re-embed" in listed.stderr
-    assert not _partial(folder).exists()
+    assert f"removed {partial_of(folder)}, left by an interrupted re-embed" in listed.stderr
+    assert not partial_of(folder).exists()
     # the store itself is untouched: still the default model's
     marked = [line[2:].split()[0] for line in listed.stdout.splitlines() if line[:1] == "*"]
     assert marked == ["all-MiniLM-L6-v2"], listed.stdout

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.cli.test_cli_errors import run
-from tests.cli.test_interrupted_commands import MODULES, OTHER, _partial, data, launch  # noqa: F401 - data: a fixture
+from tests.cli.test_interrupted_commands import MODULES, OTHER, launch, partial_of
 from tests.cli.test_printed_commands_run import paste, printed
 from tests.helpers.mount import wait_for
 from tests.helpers.server import free_port
@@ -52,8 +52,8 @@ def _documents(http: httpx.Client) -> set[str]:
 
 @pytest.mark.timeout(900)
 def test_an_ingest_during_a_reembed_is_kept_and_the_restart_serves_it(
-        data: tuple[dict[str, str], Path, Path]) -> None:  # noqa: F811
-    env, home, folder = data
+        home_with_store: tuple[dict[str, str], Path, Path]) -> None:
+    env, home, folder = home_with_store
     port = free_port()
     started = run(["server", "start", "--data-dir", str(folder), "--port", str(port),
                    *MODULES], env, home)
@@ -63,7 +63,7 @@ def test_an_ingest_during_a_reembed_is_kept_and_the_restart_serves_it(
         with _user_client(folder, api_url) as http:
             index = launch(["index", "--data-dir", str(folder), "--model", OTHER], env,
                            home)
-            wait_for(lambda: _partial(folder).exists() or index.poll() is not None,
+            wait_for(lambda: partial_of(folder).exists() or index.poll() is not None,
                      timeout=120, what="the re-embed to begin")
             _ingest(http, "during", "# Lanterns\n\nA paper lantern glows over the pond.\n")
             out, err = index.communicate(timeout=600)

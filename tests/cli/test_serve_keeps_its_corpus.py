@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli_errors import run
-from tests.cli.test_interrupted_commands import data  # noqa: F401 - a fixture
 from tests.helpers.server import free_port
 
 
 @pytest.mark.timeout(300)
 def test_serve_without_modules_serves_the_store_s_corpus_without_a_warning(
-        data: tuple[dict[str, str], Path, Path]) -> None:  # noqa: F811
-    env, home, folder = data  # a store built with --modules (the small test corpus)
+        home_with_store: tuple[dict[str, str], Path, Path]) -> None:
+    env, home, folder = home_with_store  # a store built with --modules (the small test corpus)
     started = run(["server", "start", "--data-dir", str(folder), "--port",
                    str(free_port())], env, home)
     try:

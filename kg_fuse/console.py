@@ -11,10 +11,12 @@ with :func:`add_commands`, so a command's name, help, options and handler stand 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -153,6 +155,24 @@ def check_client_pair(client_id: str | None, secret_file: object) -> None:
         raise UsageError(f"{given} needs {missing}: a client is its id and its secret",
                          hint=f"add {missing}, or drop {given} to use the credentials "
                               "kg-fuse finds by itself")
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def interrupted_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (``kill``, a closed terminal) end the block as Ctrl-C does, so
+    a command's clean-up runs (a half-made copy removed, a server it was starting
+    stopped) instead of the process vanishing with its work half done."""
+    previous = {number: signal.signal(number, _interrupt)
+                for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _server_missing(exc: ModuleNotFoundError) -> bool:

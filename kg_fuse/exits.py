@@ -39,6 +39,12 @@ class UsageError(CommandError):
     code = USAGE
 
 
+class Interrupted(CommandError):
+    """Ctrl-C or kill, with what the command undid on the way out."""
+
+    code = INTERRUPTED
+
+
 def install_hint(extra: str) -> str:
     """How to add an extra, with the interpreter this kg-fuse runs in. From a checkout:
     the registry's ``kg-fuse`` is another program (the platform's own client)."""

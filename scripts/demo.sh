@@ -62,13 +62,15 @@ First, in each new shell until your next login, put kg-fuse on PATH:
 esac
 
 # The first look below creates nothing the README's blocks create, so they still work after it.
+# The mountpoint as a shell reads it back (quoted: a path with spaces), for pasting.
+PASTE_MNT="$(printf '%q' "$MNT")"
 cat <<TRY
 
 kg-fuse is mounted at $MNT (ready in $(( $(date +%s) - started )) s).
 $path_hint
 A first look:
 
-  cd $MNT
+  cd $PASTE_MNT
   mkdir "read a zip archive"                # a saved semantic search: the name is the query
   ls -U "read a zip archive" | head -3      # its matching concepts, best first
   cat "read a zip archive/.meta/threshold"  # the threshold it inherits from the server
@@ -77,5 +79,5 @@ Then README.md, "Using it": paste its blocks in order.
 
 Stop everything (cd out of the mount first):
 
-  cd && kg-fuse unmount $MNT && kg-fuse server stop
+  cd && kg-fuse unmount $PASTE_MNT && kg-fuse server stop
 TRY

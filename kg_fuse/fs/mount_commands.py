@@ -144,7 +144,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
     mountpoint = args.mountpoint
     _check_timings(args)
     _check_client_options(args)
-    _check_mountpoint(mountpoint, args.nonempty)
+    _check_mountpoint(mountpoint, args.nonempty,
+                      _forwarded(args, exclude={"start_empty", "restore_store"}))
     connection = _connection(args)
     if not args.foreground:
         _settle_store(args, mountpoint)
@@ -172,16 +173,18 @@ def _check_client_options(args: argparse.Namespace) -> None:
     check_client_pair(args.client_id, args.client_secret_file)
 
 
-def _check_mountpoint(mountpoint: Path, nonempty: bool) -> None:
-    """A directory, not mounted on yet, and empty unless ``--nonempty``."""
+def _check_mountpoint(mountpoint: Path, nonempty: bool, options: list[str]) -> None:
+    """A directory, not mounted on yet, and empty unless ``--nonempty``; ``options``
+    (the mount's, as given) go into the command a hint prints."""
     where = shlex.quote(str(mountpoint))
     if not mountpoint.exists():
         raise UsageError(f"{mountpoint} does not exist", hint=f"mkdir -p {where}")
     if not mountpoint.is_dir():
-        beside = shlex.quote(f"{mountpoint}-mount")
+        beside = f"{mountpoint}-mount"
         raise UsageError(f"{mountpoint} is not a directory: kg-fuse mounts on an empty "
                          "directory", hint=f"mount on a directory instead, e.g. mkdir "
-                                           f"{beside} && kg-fuse mount {beside}")
+                                           f"{shlex.quote(beside)} && "
+                                           f"{paths.command_line('mount', *options, beside)}")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint} is already a mountpoint",
                          hint=f"kg-fuse status {where}; kg-fuse unmount {where}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from kg_fuse import owner_only, paths
-from kg_fuse.exits import CommandError
+from kg_fuse.exits import CommandError, Interrupted
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +194,29 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_stream,
                                  stderr=log_stream, start_new_session=True, cwd="/")
     print(f"kg-fuse: starting the server (pid {child.pid}, log {log_file})", flush=True)
+    try:
+        return _wait_until_serving(child, pid_file, data_dir, wait, log_file, offset)
+    except KeyboardInterrupt:
+        # Ctrl-C or kill: the user no longer wants what this command was starting
+        _end_child(child)
+        raise Interrupted(f"interrupted: stopped the server it was starting (pid "
+                          f"{child.pid})") from None
+
+
+def _end_child(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server ``start`` launched, SIGKILL after :data:`STOP_TIMEOUT`."""
+    child.terminate()
+    try:
+        child.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _wait_until_serving(child: subprocess.Popen[bytes], pid_file: Path,
+                        data_dir: Path | None, wait: float, log_file: Path,
+                        offset: int) -> int:
+    """Until the server ``start`` launched answers (0), exits, or ``wait`` runs out."""
     from kg_fuse.retry import SERVER_RETRY  # light: the parser does not need it
 
     deadline, delays = time.monotonic() + wait, SERVER_RETRY.delays()
@@ -207,7 +230,7 @@ def start(serve_argv: list[str], data_dir: Path | None, wait: float,
             raise CommandError(f"the server exited with status {child.returncode}: "
                                f"{_tail(log_file, offset)}", hint=f"see {log_file}")
         time.sleep(max(0.0, min(next(delays), deadline - time.monotonic())))
-    child.terminate()
+    _end_child(child)
     raise CommandError(f"the server did not answer within {wait:.0f} s",
                        hint=f"see {log_file}; a first start builds the corpus: raise --wait")
 

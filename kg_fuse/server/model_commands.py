@@ -12,8 +12,9 @@ import logging
 import sys
 from pathlib import Path
 
-from kg_fuse import paths
+from kg_fuse import console, paths
 from kg_fuse.console import Command, add_commands, option
+from kg_fuse.server import open_store
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,10 @@ def list_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
     from kg_fuse.server.startup import model_grade
 
-    if getattr(args, "grade", False):
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if getattr(args, "grade", False) else
+                        logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    open_store.remove_interrupted(args.data_dir)
     specs = models.list_models()
     in_use = model_in_use(args.data_dir) or models.DEFAULT_MODEL
     print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "SEP", "NOISE", "FOLDER"))
@@ -129,7 +131,9 @@ def add_command(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    spec = models.add_model(args.path, args.name)
+    open_store.remove_interrupted(None)
+    with console.interrupted_by_signals():
+        spec = models.add_model(args.path, args.name)
     prompts = (f"query prompt {spec.prompts.query!r}, document prompt "
                f"{spec.prompts.document!r}" if any(spec.prompts) else "no prompts")
     print(f"kg-fuse: added model {spec.name} ({spec.family.name}, {spec.dimensions} "

@@ -63,13 +63,38 @@ def make_private(data_dir: Path | None, log_file: Path | None = None) -> None:
                       + owner_only.private_files(files))
 
 
-def put_reembedded_in_place(data_dir: Path | None) -> None:
+def remove_interrupted(data_dir: Path | None) -> None:
+    """What a killed ``index --model`` left beside the store, and a killed ``model add``
+    among the models, removed (each logged) by the next command that owns them."""
+    from kg_fuse.server.embedding.leftovers import remove_interrupted_models
+    from kg_fuse.server.startup.reembed import remove_interrupted as remove_reembed
+
+    remove_reembed(paths.server_db_path(data_dir))
+    remove_interrupted_models()
+
+
+def put_reembedded_in_place(data_dir: Path | None, model_name: str | None) -> None:
     """At ``serve``: the store re-embedded while the last server ran takes the old one's
-    place before anything opens it (:func:`.startup.reembed.swap_in_ready`)."""
+    place before anything opens it (:func:`.startup.reembed.swap_in_ready`). One the
+    store outgrew since (an ingest before the restart) is re-embedded now, when the
+    server is asked for its model (the restart ``index`` printed); otherwise the store
+    serves as it is, and the log says how to re-embed it."""
+    from kg_fuse.server.embedding.embedder import Embedder
+    from kg_fuse.server.embedding.models import resolve
     from kg_fuse.server.startup import reembed
 
-    if reembed.swap_in_ready(paths.server_db_path(data_dir)):
-        log.info("serving the store re-embedded while the last server ran")
+    db = paths.server_db_path(data_dir)
+    try:
+        if reembed.swap_in_ready(db):
+            log.info("serving the store re-embedded while the last server ran")
+    except reembed.StaleCopy as stale:
+        if model_name != stale.model:
+            log.warning("%s", stale.line())
+            return
+        log.warning("%s; re-embedding it now, before serving (minutes)", stale.message)
+        embedder = Embedder(resolve(model_name))
+        embedder.load()
+        reembed.reembed(db, embedder, server_running=False)
 
 
 def reembed_if_asked(args: argparse.Namespace) -> lifecycle.ServerRecord | None:
@@ -83,8 +108,12 @@ def reembed_if_asked(args: argparse.Namespace) -> lifecycle.ServerRecord | None:
 
     db = paths.server_db_path(args.data_dir)
     running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
-    if running is None and reembed.swap_in_ready(db):
-        log.info("a store re-embedded earlier is in place")
+    if running is None:
+        try:
+            if reembed.swap_in_ready(db):
+                log.info("a store re-embedded earlier is in place")
+        except reembed.StaleCopy as stale:  # re-embedded below if this model is asked
+            log.warning("%s", stale.message)
     if args.model is None or not db.exists():
         return None
     raw = read_setting_at(db, model_record.MODEL_KEY)

@@ -76,7 +76,8 @@ def _corpus_options() -> list[console.Option]:
                        help="build the Python standard-library corpus, or none"),
         console.option("--modules", type=_modules, default=None, metavar="M1,M2,...",
                        help="restrict the stdlib corpus to these dotted module names "
-                            "(default: all documented modules)"),
+                            "(default: all documented modules; a store built already "
+                            "keeps the modules it was built with)"),
         console.option("--ingest", type=Path, action="append", default=[], metavar="DIR",
                        help="add a folder of Markdown/text files (repeatable)"),
         console.option("--ontology", default=None,
@@ -111,12 +112,14 @@ def _server_actions() -> list[console.Command]:
         console.Command(
             "start", help="start the server in the background",
             description="Start 'kg-fuse serve' in the background with these options "
-                        "(all of serve's, and --wait); return once it answers.",
+                        "(all of serve's, and --wait); return once it answers. Ctrl-C "
+                        "or kill while it waits stops the server it was starting.",
             handler=server_start_command, options=[
                 *serve_options(log_default="DIR/server/server.log"),
                 console.option("--wait", type=float, default=900.0,
                                help="seconds to wait for the server to answer (a first "
-                                    "start builds the corpus)"),
+                                    "start builds the corpus); past them, the server "
+                                    "is stopped"),
             ]),
         console.Command(
             "stop", help="stop the server started on this store",
@@ -125,8 +128,9 @@ def _server_actions() -> list[console.Command]:
             handler=lambda args: lifecycle.stop(args.data_dir), options=_store_options()),
         console.Command(
             "status", help="say whether the server runs, and where",
-            description="Print the running server's address and pid, and its warnings "
-                        "(no WordNet); exit 1 when none runs.",
+            description="Print the running server's address and pid, its model, "
+                        "concepts and default threshold, and its warnings (no "
+                        "WordNet); exit 1 when none runs.",
             handler=lambda args: lifecycle.status(args.data_dir), options=_store_options()),
         console.Command(
             "credentials", help="show the clients in the credentials file, or replace them",
@@ -194,7 +198,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def server_start_command(args: argparse.Namespace) -> int:
     argv = serve_argv(args)  # checked; the paths in args made absolute too
     port = args.port if getattr(args, "port_given", False) else None
-    return lifecycle.start(argv, args.data_dir, args.wait, args.log_file, port=port)
+    with console.interrupted_by_signals():
+        return lifecycle.start(argv, args.data_dir, args.wait, args.log_file, port=port)
 
 
 def serve_argv(args: argparse.Namespace) -> list[str]:
@@ -307,24 +312,29 @@ def serve_command(args: argparse.Namespace) -> int:
     # the store are closed on the way out (and a stop during the first build works too)
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(0))
     open_store.make_private(args.data_dir, args.log_file)
-    open_store.put_reembedded_in_place(args.data_dir)
-    graph = open_store.open_graph(args.data_dir, args.model)
+    open_store.remove_interrupted(args.data_dir)
     try:
+        # held from here: a re-embed at start is a server starting ('server stop' ends it)
         with lifecycle.pid_file_held(pid_file, api_url, str(args.log_file or ""),
                                      tuple(_options_argv(args))):
-            graph.embedder.load()
-            open_store.build(graph, args)
-            ensure_credentials(graph.store, paths.server_credentials_path(args.data_dir),
-                               api_url)
-            app = create_app(graph, token_ttl(args.token_ttl))
-            log.info("serving %d concepts at %s (default threshold %.2f)", len(graph.index),
-                     api_url, graph.default_threshold())
-            config = uvicorn.Config(app, log_config=None, access_log=True, lifespan="on",
-                                    timeout_graceful_shutdown=SHUTDOWN_GRACE)
-            uvicorn.Server(config).run(sockets=[sock])
+            open_store.put_reembedded_in_place(args.data_dir, args.model)
+            graph = open_store.open_graph(args.data_dir, args.model)
+            try:
+                graph.embedder.load()
+                open_store.build(graph, args)
+                ensure_credentials(graph.store,
+                                   paths.server_credentials_path(args.data_dir), api_url)
+                app = create_app(graph, token_ttl(args.token_ttl))
+                log.info("serving %d concepts at %s (default threshold %.2f)",
+                         len(graph.index), api_url, graph.default_threshold())
+                config = uvicorn.Config(app, log_config=None, access_log=True,
+                                        lifespan="on",
+                                        timeout_graceful_shutdown=SHUTDOWN_GRACE)
+                uvicorn.Server(config).run(sockets=[sock])
+            finally:
+                graph.store.close()
     finally:
         sock.close()
-        graph.store.close()
     return 0
 
 
@@ -371,7 +381,9 @@ def index_command(args: argparse.Namespace) -> int:
     open_store.check_inputs(args)
     _setup_logging()
     open_store.make_private(args.data_dir)
-    running = open_store.reembed_if_asked(args)
+    open_store.remove_interrupted(args.data_dir)
+    with console.interrupted_by_signals():
+        running = open_store.reembed_if_asked(args)
     if running is not None:
         restart = running.restart_command(args.data_dir, model=args.model)
         print(f"re-embedded with {args.model}; the running server still serves the old "

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.store import OFFLINE_ENV, copy_store
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -22,3 +24,14 @@ def home(tmp_path: Path) -> tuple[dict[str, str], Path]:
     for name in ("KG_API_URL", "KG_CLIENT_ID", "KG_CLIENT_SECRET", "KG_FUSE_DEBUG"):
         env.pop(name, None)
     return env, home
+
+
+@pytest.fixture
+def home_with_store(home: tuple[dict[str, str], Path], small_store: Path
+         ) -> tuple[dict[str, str], Path, Path]:
+    """A home with a built store (the small test corpus) in ``my data``."""
+    env, where = home
+    env = {**env, **OFFLINE_ENV}
+    folder = where / "my data"
+    copy_store(small_store, folder / "server/kg.sqlite3")
+    return env, where, folder

@@ -195,3 +195,64 @@ def test_the_store_s_model_is_what_status_calibrate_and_model_list_name(
     assert found, status.stdout
     stored = float(re.search(r"default: (0\.\d+)", shown.stdout).group(1))
     assert float(found.group(1)) == pytest.approx(stored, abs=0.006)
+
+
+def hint_of(result: subprocess.CompletedProcess[str]) -> str:
+    """The hint of a one-line error: what follows '(hint: ' to the closing parenthesis."""
+    return result.stderr.split("(hint: ", 1)[1].rstrip().removesuffix(")")
+
+
+@pytest.mark.timeout(600)
+def test_the_other_printed_commands_run_as_printed_with_spaces(
+        spaced: tuple[dict[str, str], Path, Path]) -> None:
+    """The rest of what kg-fuse prints to run: ``server status``'s start command, a
+    second server's stop hint, a mountpoint that is a file (mount beside it), one that is
+    mounted already (status; unmount), each pasted with a data dir and a mountpoint whose
+    names hold spaces; the re-embed hint of a store of another model, and the one of
+    ``credentials`` with no store, read back as a shell would (they build or start)."""
+    env, home, data = spaced
+    status = run(["server", "status", "--data-dir", "my data"], env, home)
+    assert status.returncode == 1, status
+    start = printed(status.stdout, "start one with:")
+    started = paste(f"{start} --port {free_port()} {shlex.join(MODULES)}", env, home)
+    assert started.returncode == 0, started.stderr
+    port = port_of(env, home, data)
+
+    second = run(["serve", "--data-dir", "my data", "--port", str(free_port())], env, home)
+    assert second.returncode == 1 and "already runs on this store" in second.stderr, second
+    other = run(["serve", "--data-dir", "my data", "--model", OTHER, "--port",
+                 str(free_port())], env, home)
+    assert other.returncode == 1, other  # the running server is refused first
+    stopped = paste(hint_of(second), env, home)
+    assert stopped.returncode == 0 and f":{port} " in stopped.stdout, stopped
+    assert run(["server", "status", "--data-dir", "my data"], env, home).returncode == 1
+
+    # a store of the default model served with another: the hint re-embeds it, by name
+    refused = run(["serve", "--data-dir", "my data", "--model", OTHER, "--port",
+                   str(free_port())], env, home)
+    assert refused.returncode == 1, refused
+    argv = shlex.split(hint_of(refused).split(": ", 1)[1].split(" (")[0])
+    assert argv[:2] == ["kg-fuse", "index"], argv
+    assert argv[argv.index("--model") + 1] == OTHER, argv
+    assert argv[argv.index("--data-dir") + 1] == str(data), argv
+    nowhere = run(["server", "credentials", "--data-dir", "no data"], env, home)
+    assert nowhere.returncode == 1, nowhere
+    argv = shlex.split(hint_of(nowhere))
+    assert argv[:3] == ["kg-fuse", "server", "start"], argv
+    assert argv[argv.index("--data-dir") + 1] == str(home / "no data"), argv
+
+    # mountpoints: a file, then one mounted already
+    assert paste(f"{start} --port {free_port()} {shlex.join(MODULES)}", env,
+                 home).returncode == 0
+    (home / "my file").write_text("x")
+    onto_file = run(["mount", "--data-dir", "my data", "my file"], env, home)
+    assert onto_file.returncode == 2, onto_file
+    beside = hint_of(onto_file).removeprefix("mount on a directory instead, e.g. ")
+    done = paste(beside, env, home)  # it mounts what was asked: the same --data-dir
+    assert done.returncode == 0, done.stderr
+    assert os.path.ismount(home / "my file-mount")
+    again = run(["mount", "--data-dir", "my data", str(home / "my file-mount")], env, home)
+    assert again.returncode == 2 and "already a mountpoint" in again.stderr, again
+    checked = paste(hint_of(again), env, home)
+    assert checked.returncode == 0, checked.stderr
+    assert "mounted" in checked.stdout and not os.path.ismount(home / "my file-mount")

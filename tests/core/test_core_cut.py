@@ -186,3 +186,26 @@ async def test_the_cut_is_the_same_against_the_platform_s_api_shape(core: Core) 
             assert theirs.cut == ours.cut and 1 <= theirs.cut.kept <= 12
     finally:
         await platform.aclose()
+
+
+# Regression test (issue 40): where nothing was cut ('cut: none: all N ...'), 'more'
+# offered nothing, though a lower threshold listed more.
+async def test_where_nothing_was_cut_more_names_the_lower_threshold_that_lists_more(
+        core: Core) -> None:
+    split = "split a path into its parts"
+    await core.fs.mkdir(split)
+    offered = []
+    for threshold in ("0.85", "0.8", "0.75", "0.7", "0.65"):
+        await core.fs.write(f"{split}/.meta/threshold", f"{threshold}\n".encode())
+        listed = results(await core.fs.listdir(split))
+        lines = await status(core, split)
+        if not lines["cut"].startswith("none: ") or "more" not in lines:
+            continue
+        command = lines["more"].rsplit("; ", 1)[1]  # "echo 0.71 > .meta/threshold lists it"
+        assert command.startswith("echo ") and command.endswith(" > .meta/threshold lists it")
+        lower = command.removeprefix("echo ").split(" > ")[0]
+        await core.fs.write(f"{split}/.meta/threshold", f"{lower}\n".encode())
+        more = results(await core.fs.listdir(split))
+        assert set(listed) < set(more), (threshold, lines["more"], listed, more)
+        offered.append(threshold)
+    assert offered, "no threshold left a listing uncut with a match just below it"

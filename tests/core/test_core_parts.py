@@ -21,6 +21,7 @@ from kg_fuse.fs.kernel.errnos import errno_of
 from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.ingest import JOB_SUFFIX
 from kg_fuse.fs.tree.behaviour_table import BEHAVIOURS
+from kg_fuse.limits import MAX_INGEST_BYTES, MIB
 from kg_fuse.listing.execute import execute
 from kg_fuse.listing.plan import Level, QueryPlan
 from tests.helpers.core import API_URL, Core
@@ -332,3 +333,35 @@ async def test_removing_every_query_gives_back_every_cached_byte(core: Core) -> 
     assert core.service.held.nbytes > 0  # the other listing still uses its details
     await core.fs.rmdir("csv files")
     assert core.service.held.nbytes == 0
+
+
+# Regression test (issue 40): usage.md said df never reads as a full disk, yet it reads
+# 100% with 256 MiB waiting in ingest/; it does, truly: a write then fails with ENOSPC.
+async def test_df_reads_full_exactly_when_a_write_into_ingest_finds_no_room(
+        core: Core) -> None:
+    ops, box = core.ops, f"ontology/{COMPRESSION}/ingest"
+    empty = await ops.statfs(CTX)
+    assert empty.f_bavail == empty.f_blocks > 0  # nothing waits: 0% used
+    chunk = b"x" * MIB
+    handles = []
+    try:
+        while True:  # files held open, so none is uploaded: all of them wait in memory
+            parent, name = await core.fs._parent(f"{box}/big-{len(handles)}.md")
+            info, _ = await ops.create(parent, name, 0o644, os.O_WRONLY | os.O_CREAT, CTX)
+            handles.append(info.fh)
+            try:
+                for offset in range(0, MAX_INGEST_BYTES, MIB):
+                    await ops.write(info.fh, offset, chunk)
+            except pyfuse3.FUSEError as refused:
+                assert refused.errno == errno.ENOSPC, refused
+                break
+            fs = await ops.statfs(CTX)
+            assert fs.f_bavail < fs.f_blocks  # some used, not full while a write fits
+        full = await ops.statfs(CTX)
+        assert full.f_bavail == 0 and full.f_blocks == empty.f_blocks, full  # df: 100%
+    finally:
+        for fh in handles:
+            await ops.release(fh)
+        for n in range(len(handles)):
+            await core.fs.unlink(f"{box}/big-{n}.md")
+    assert (await ops.statfs(CTX)).f_bavail == empty.f_bavail  # room again once removed

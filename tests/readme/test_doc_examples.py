@@ -215,6 +215,7 @@ RUNS: dict[str, str] = {
     "write-styles": 'mkdir -p "compress data with gzip"',
     "exclude-union": 'mkdir -p "compress data with gzip" && cd "compress data with gzip"',
     "xattrs": 'mkdir -p "compress data with gzip" && ls "compress data with gzip" >/dev/null',
+    "search-request": "",
 }
 AFTER: dict[str, str] = {
     "document-delete": "kg-fuse unmount ~/kg",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -109,11 +110,29 @@ def first_look(demo_output: str) -> str:
     return "\n".join(block).strip() + "\n"
 
 
-def test_the_first_look_parser_finds_the_demos_block() -> None:
+def demo_says(mountpoint: str) -> str:
+    """What the demo prints once mounted at ``mountpoint``: its last part, run by bash."""
     script = demo_script()
-    printed = script[script.index("cat <<TRY"):].replace("$MNT", "/root/kg")
-    block = first_look(printed)
+    tail = script[script.index("path_hint=\"\""):]
+    shown = subprocess.run(["bash", "-c", tail], capture_output=True, text=True, check=True,
+                           env={**os.environ, "MNT": mountpoint, "BIN": os.environ["PATH"],
+                                "started": "0"})
+    return shown.stdout
+
+
+def test_the_first_look_parser_finds_the_demos_block() -> None:
+    block = first_look(demo_says("/root/kg"))
     assert block.startswith("cd /root/kg\n") and "mkdir" in block, block
+
+
+def test_the_demo_s_commands_name_a_mountpoint_with_a_space_whole() -> None:
+    """``./scripts/demo.sh "my kg"``: its ``cd`` and its stop command, pasted, act on
+    ``my kg`` (they named ``my`` and ``kg`` apart)."""
+    said = demo_says("/root/my kg")
+    cd = first_look(said).splitlines()[0]
+    stop = said.split("Stop everything (cd out of the mount first):", 1)[1].strip()
+    assert shlex.split(cd) == ["cd", "/root/my kg"], cd
+    assert shlex.split(stop.split("&&")[1]) == ["kg-fuse", "unmount", "/root/my kg"], stop
 
 
 @pytest.mark.mount

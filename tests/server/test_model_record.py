@@ -42,7 +42,8 @@ def test_a_copy_re_embedded_from_a_store_that_changed_since_is_removed_naming_th
         model_record.MODEL_KEY: json.dumps({"name": "tiny-xlmr"})})
     with pytest.raises(CommandError) as refused:
         reembed.swap_in_ready(db)
-    assert "the store changed while it was re-embedded" in refused.value.message
-    assert refused.value.hint.startswith(
-        "re-embed it again: kg-fuse index --model tiny-xlmr --data-dir ")
+    assert "the store changed after it was re-embedded with tiny-xlmr" in \
+        refused.value.message
+    assert refused.value.hint == ("re-embed it again: kg-fuse index --data-dir "
+                                  f"{tmp_path.parent} --model tiny-xlmr")
     assert not ready.exists() and db.exists()

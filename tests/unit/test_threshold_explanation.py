@@ -213,6 +213,45 @@ def test_more_offers_only_what_would_list_more() -> None:
                               "match above the threshold 0.44, up to that many")
 
 
+def listed_with_near_misses(query: SavedQuery, scores: list[float],
+                            near: tuple[tuple[str, float], ...]) -> dict[str, str]:
+    """The status of a listing that nothing cut (every match above the threshold is
+    listed), with the near misses the server named below it."""
+    explanation = explain_thresholds([query], (), (), ADMIN)
+    used = explanation.own.effective.value
+    response = SearchResponse(query.text, (), used, None, None, None, near_misses=near)
+    size = explanation.own.effective.listing_size
+    listing = ResultSet(plan_of(explanation), response, 0.0, 0.0,
+                        cut=relevance_cut(scores, size, 50))
+    text = status_file(query, explanation, listing, None).decode()
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+# Regression test (issue 40): 'cut: none: all 8 ...' offered no 'more' though
+# comprehensive, a lower threshold, listed 25.
+def test_more_offers_a_lower_threshold_where_nothing_was_cut_and_one_lists_more() -> None:
+    query = SavedQuery(("q",), "q")
+    lines = listed_with_near_misses(query, [0.56, 0.53, 0.51], (("a", 0.47), ("b", 0.45)))
+    assert lines["cut"] == "none: all 3 within 0.16 of the best score are listed"
+    assert lines["more"] == (
+        "a lower threshold lists more: the next match scores 0.47, below 0.5 and within "
+        "0.16 of the best (0.56); echo comprehensive > .meta/threshold (0.44) lists it")
+    # below comprehensive's value: the number that lists it
+    low = listed_with_near_misses(query, [0.56, 0.53], (("a", 0.4123),))
+    assert low["more"].endswith("the next match scores 0.41, below 0.5 and within 0.16 of "
+                                "the best (0.56); echo 0.41 > .meta/threshold lists it")
+    # too far below the best: every threshold lists the same files
+    assert "more" not in listed_with_near_misses(query, [0.9, 0.8], (("a", 0.47),))
+    # none named (a page not short): comprehensive may list more, and says so as a maybe
+    assert listed_with_near_misses(query, [0.9, 0.8], ())["more"] == (
+        "echo comprehensive > .meta/threshold searches down to 0.44 and may list more "
+        "(up to 25; below the default, some may be noise)")
+    # comprehensive itself: a number lower still
+    wide = listed_with_near_misses(SavedQuery(("q",), "q", threshold="comprehensive"),
+                                   [0.5, 0.48], (("a", 0.42),))
+    assert wide["more"].endswith("echo 0.42 > .meta/threshold lists it"), wide
+
+
 # Regression test (issue 34): a listing the size stopped said 'the score falls from 0.72
 # to 0.72', and one the gap stopped showed a fall of 0.16 as 'more than 0.16'.
 def test_the_cut_says_truly_what_stopped_it() -> None:

@@ -273,7 +273,11 @@ def _parsed(selected: dict[str, Path], root: Path) -> list[DocumentSpec]:
 def stdlib_docs_to_store(marker: object, modules: list[str] | None
                          ) -> tuple[dict | None, list[DocumentSpec]]:
     """The stdlib documents a store with this ``marker`` still lacks, and the marker to
-    record once they are stored (``None``: nothing to record)."""
+    record once they are stored (``None``: nothing to record). Without ``modules``
+    (no ``--modules``), a store built of some modules keeps them, and says nothing
+    more: the README's ``index --modules json,csv`` then ``serve`` is that."""
+    if modules is None and isinstance(marker, dict) and marker.get("corpus") == "stdlib":
+        modules = marker.get("modules")
     wanted = {"corpus": "stdlib", "modules": sorted(modules) if modules else None,
               "version": CORPUS_VERSION}
     if marker == wanted:

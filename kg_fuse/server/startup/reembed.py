@@ -10,7 +10,9 @@ old store as it was, and the half-made copy is removed by the next run.
 The rename waits for the store to be free: with a server running on it, the finished
 copy is kept beside the store (``kg.sqlite3.next``) and the server's next start puts it
 in place before opening anything (:func:`swap_in_ready`). A copy whose source changed
-meanwhile (an ingest) is not put in place: it would lose that change.
+meanwhile (an ingest) is never put in place: it would lose that change. While it is
+being made, the copy is made again from the store as it is now; after, the server's
+start asked for that model re-embeds the store then (:class:`StaleCopy`).
 
 The default calibrated for the old model is not carried over, nor an administrator's
 value: both are in the old model's scores. The new store calibrates its own.
@@ -26,6 +28,8 @@ from pathlib import Path
 from kg_fuse import paths
 from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.embedder import Embedder
+from kg_fuse.server.embedding.graph import locked
+from kg_fuse.server.embedding.leftovers import unless_locked
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from kg_fuse.server.startup import model_record
 from kg_fuse.server.startup.prepare import prepare
@@ -38,6 +42,8 @@ log = logging.getLogger(__name__)
 #: The source store's epoch when it was copied: a copy is put in place only if the
 #: source is still at it.
 SOURCE_EPOCH_KEY = "reembedded_from_epoch"
+#: How many copies a re-embed makes while ingests keep overtaking them.
+ATTEMPTS = 3
 #: Settings in the old model's scores, left behind.
 OLD_MODEL_SETTINGS = IN_MODEL_SCORES
 
@@ -50,18 +56,74 @@ def ready_path(db: Path) -> Path:
     return db.with_name(db.name + ".next")
 
 
+def _files_of(path: Path) -> tuple[Path, ...]:
+    """A SQLite store's file and the journals SQLite may keep beside it."""
+    return (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal"))
+
+
 def _remove(path: Path) -> None:
-    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+    for name in _files_of(path):
         with contextlib.suppress(FileNotFoundError):
             name.unlink()
+
+
+def remove_interrupted(db: Path) -> list[Path]:
+    """Remove the half-made copy a killed re-embed left beside ``db`` (not one a running
+    re-embed is making: it holds the lock); returns what was removed, and logs it."""
+    partial = partial_path(db)
+    with unless_locked(partial) as free:
+        if not free:
+            return []
+        removed = [name for name in _files_of(partial) if name.exists()]
+        _remove(partial)
+    for name in removed:
+        log.warning("removed %s, left by an interrupted re-embed (kg-fuse index --model)",
+                    name)
+    return removed
 
 
 def reembed(db: Path, embedder: Embedder, server_running: bool,
             progress: bool = True) -> Path:
     """Make ``db`` embedded by ``embedder``'s model; returns where the new store is (``db``,
-    or :func:`ready_path` while a server holds ``db``)."""
+    or :func:`ready_path` while a server holds ``db``). A copy whose source changed
+    meanwhile (an ingest on the running server) is made again from the store as it is
+    now, up to :data:`ATTEMPTS` times. Interrupted (Ctrl-C, ``kill``), it removes its
+    half-made copy on the way out."""
     partial = partial_path(db)
-    _remove(partial)  # a run killed midway
+    with locked(partial):
+        try:
+            for attempt in range(1, ATTEMPTS + 1):
+                made_from = _embedded_copy(db, partial, embedder, progress)
+                if _epoch_at(db) == made_from:
+                    return _finish(db, partial, server_running)
+                log.warning("the store changed while it was re-embedded (an ingest): "
+                            "re-embedding it again from the store as it is now "
+                            "(attempt %d of %d)", attempt + 1, ATTEMPTS)
+            raise CommandError(
+                f"the store kept changing while it was re-embedded ({db}): {ATTEMPTS} "
+                "copies were each overtaken by a change, and were removed",
+                hint="run it again once the ingests are done: "
+                     + paths.command_line("index", *_data_dir_argv(db), "--model",
+                                          embedder.name))
+        except BaseException:
+            _remove(partial)
+            log.warning("re-embedding %s stopped; its half-made copy was removed", db)
+            raise
+
+
+def _data_dir_argv(db: Path) -> list[str]:
+    """``--data-dir DIR`` naming the data directory of ``db`` (``DIR/server/kg.sqlite3``)."""
+    return paths.data_dir_argv(db.parent.parent)
+
+
+def _epoch_at(db: Path) -> int:
+    return int(read_setting_at(db, "epoch") or 0)
+
+
+def _embedded_copy(db: Path, partial: Path, embedder: Embedder, progress: bool) -> int:
+    """A sealed copy of ``db`` at ``partial``, embedded by ``embedder``; returns the epoch
+    of the store it was copied from."""
+    _remove(partial)
     _remove(ready_path(db))
     source = Store(db)
     try:
@@ -85,6 +147,11 @@ def reembed(db: Path, embedder: Embedder, server_running: bool,
         copy.seal()
     with open(partial, "rb") as written:
         os.fsync(written.fileno())
+    return epoch
+
+
+def _finish(db: Path, partial: Path, server_running: bool) -> Path:
+    """The sealed copy put in place, or beside the store while a server holds it."""
     if server_running:
         os.replace(partial, ready_path(db))
         _sync_dir(db.parent)
@@ -93,9 +160,24 @@ def reembed(db: Path, embedder: Embedder, server_running: bool,
     return db
 
 
+class StaleCopy(CommandError):
+    """A finished copy whose source changed after it was made (an ingest between the
+    end of ``index --model`` and the server's restart): removed, as it would lose that
+    change."""
+
+    def __init__(self, db: Path, model: str) -> None:
+        super().__init__(
+            f"the store changed after it was re-embedded with {model} ({db}): the new "
+            "copy would lose that change and was removed",
+            hint="re-embed it again: " + paths.command_line(
+                "index", *_data_dir_argv(db), "--model", model))
+        self.model = model
+
+
 def swap_in_ready(db: Path) -> bool:
     """Put a finished re-embedded copy in place of ``db`` (the caller holds the store:
-    no server runs on it). Returns whether one was."""
+    no server runs on it). Returns whether one was; :class:`StaleCopy` if it was
+    outdated."""
     ready = ready_path(db)
     if not ready.exists():
         return False
@@ -104,11 +186,7 @@ def swap_in_ready(db: Path) -> bool:
     if made_from is not None and now is not None and int(made_from) != int(now):
         name = model_record.name_at(ready) or "NAME"
         _remove(ready)
-        raise CommandError(
-            f"the store changed while it was re-embedded ({db}): the new copy would "
-            "lose that change and was removed",
-            hint=f"re-embed it again: kg-fuse index --model {name}"
-                 f"{paths.data_dir_args(db.parent.parent)}")  # DIR/server/kg.sqlite3
+        raise StaleCopy(db, name)
     _put_in_place(ready_from=ready, db=db)
     return True
 

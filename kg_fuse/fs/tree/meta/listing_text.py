@@ -8,6 +8,7 @@ hints), so a listing fetched for earlier settings is described by its own plan.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -173,14 +174,65 @@ def scope_text(count: LevelCount) -> str:
             f"{one_line(count.text)!r} reach the threshold, none of them in {where}")
 
 
-def more_text(results: ResultSet, value: float | None) -> str | None:
+def _next_below(results: ResultSet) -> float | None:
+    """The best score the server named below the threshold (its near misses, its top
+    match), for a single term's listing, whose ranking scores are those same scores."""
+    plan, response = results.plan, results.response
+    if len(plan.levels) != 1 or plan.union or plan.exclude:
+        return None
+    scores = [score for _, score in response.near_misses]
+    if response.top_match is not None:
+        scores.append(response.top_match.score)
+    below = [score for score in scores if score < response.threshold_used]
+    return max(below, default=None)
+
+
+def _lower_threshold_text(results: ResultSet, value: float | None,
+                          comprehensive: float | None) -> str | None:
+    """Where every match above the threshold is listed (no cut) and the server named a
+    match below it that would be listed, close enough to the best: the lower threshold
+    that lists it (``comprehensive`` when that reaches it)."""
+    cut, below = results.cut, _next_below(results)
+    if cut is None or cut.best is None or value is None or results.plan.size is None:
+        return None
+    if below is None:  # the server named nothing below: a lower threshold may list more
+        if comprehensive is None or comprehensive >= value:
+            return None
+        return (f"echo comprehensive > .meta/threshold searches down to "
+                f"{format_threshold(comprehensive)} and may list more (up to "
+                f"{PRESET_SIZES['comprehensive']}; below the default, some may be noise)")
+    best = cut.best
+    if below < best - CUT_GAP:  # the best below is too far below: none would be listed
+        return None
+    d = _places(lambda d: _scaled(below, d) < _scaled(value, d),
+                lambda d: _scaled(best, d) - _scaled(below, d) <= _scaled(CUT_GAP, d)) or 4
+    found = (f"a lower threshold lists more: the next match scores {below:.{d}f}, below "
+             f"{format_threshold(value)} and within {CUT_GAP} of the best ({best:.{d}f})")
+    if comprehensive is not None and below >= comprehensive and comprehensive < value:
+        return (f"{found}; echo comprehensive > .meta/threshold "
+                f"({format_threshold(comprehensive)}) lists it")
+    return f"{found}; echo {just_below(below)} > .meta/threshold lists it"
+
+
+def just_below(score: float) -> str:
+    """A threshold (two decimals) that lists a match of this score: rounded down."""
+    return format_threshold(max(0.0, math.floor(score * 100 + 1e-9) / 100))
+
+
+def more_text(results: ResultSet, value: float | None,
+              comprehensive: float | None = None) -> str | None:
     """How to list more, only where it would: past the score gap or the size, a written
     ``.meta/limit`` lists every match above the threshold (a larger preset lists nothing
     more past the gap: the rest score far below the best at any threshold); past a size,
-    a larger preset too; past the limit, a larger limit."""
+    a larger preset too; past the limit, a larger limit. Where nothing was cut, a lower
+    threshold: the one that lists the match the server named below this one, if it is
+    close enough to the best to be listed (none if it is not); ``comprehensive`` as what
+    may list more where the server named none (it names them only for a short page)."""
     cut, limit = results.cut, results.plan.limit
-    if cut is None or cut.reason is CutReason.NONE or _empty(results):
+    if cut is None or _empty(results):
         return None
+    if cut.reason is CutReason.NONE:
+        return _lower_threshold_text(results, value, comprehensive)
     if cut.reason is CutReason.LIMIT or cut.kept >= limit:
         return (f"write a larger number (up to {MAX_LIMIT}) to .meta/limit"
                 if limit < MAX_LIMIT else None)

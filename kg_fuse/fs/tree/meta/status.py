@@ -37,6 +37,7 @@ from kg_fuse.listing.explain import (
     describe_source,
 )
 from kg_fuse.listing.presets import PRESET_OFFSETS, preset_value
+from kg_fuse.listing.thresholds import ThresholdSource
 
 if TYPE_CHECKING:
     from kg_fuse.client.models import SearchResponse
@@ -307,7 +308,12 @@ def _results_lines(results: ResultSet, explanation: ThresholdExplanation | None,
     cut = cut_text(results)
     lines += [f"cut: {cut}"] if cut else []
     if explanation is not None:
-        more = more_text(results, explanation.own.effective.value)
+        default, effective = explanation.default, explanation.own.effective
+        # a preset or the default is offered the next preset down; a number, a number
+        follows = effective.source in (ThresholdSource.PRESET, ThresholdSource.SERVER_DEFAULT)
+        comprehensive = (preset_value("comprehensive", default.value, default.presets)
+                         if follows else None)
+        more = more_text(results, effective.value, comprehensive)
         lines += [f"more: {more}"] if more else []
     lines += [
         f"fetched: {_when(results.fetched_wall)} ({freshness})",

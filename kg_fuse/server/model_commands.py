@@ -73,18 +73,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def model_in_use(data_dir: Path | None = None) -> str | None:
     """The model the data directory's store records, if it records one
-    (:func:`kg_fuse.server.startup.model_record.name_at`)."""
-    from kg_fuse.server.startup.model_record import name_at
+    (:func:`kg_fuse.server.store_model.record.read_at`); a record that cannot be read
+    is said so on stderr, and marks none."""
     from kg_fuse.server.storage.store import StoreError
+    from kg_fuse.server.store_model.record import RecordUnreadable, read_at
 
     db = paths.server_db_path(data_dir)
     if not db.exists():
         return None
     try:
-        return name_at(db)
+        record = read_at(db)
     except StoreError as exc:
         log.debug("no model recorded in %s: %s", db, exc)
         return None
+    except RecordUnreadable as exc:
+        print(f"kg-fuse: warning: {exc.line()}", file=sys.stderr)
+        return ""
+    return None if record is None else record.name
 
 
 def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: str,
@@ -101,7 +106,8 @@ def list_command(args: argparse.Namespace) -> int:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
     specs = models.list_models()
-    in_use = model_in_use(args.data_dir) or models.DEFAULT_MODEL
+    in_use = model_in_use(args.data_dir)
+    in_use = models.DEFAULT_MODEL if in_use is None else in_use
     print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "SEP", "NOISE", "FOLDER"))
     if not any(spec.name in models.BUILT_IN for spec in specs):
         print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,

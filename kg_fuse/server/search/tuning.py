@@ -16,8 +16,8 @@ presets' steps, the noise margin, the near-miss floor, and the mount's cut gap i
 :mod:`kg_fuse.listing.cut`) holds for any sentence model, because no model's raw
 cosines reach them: the search maps each model's cosines onto all-MiniLM-L6-v2's scale
 first (:mod:`kg_fuse.server.store_model.scale`, ``SCORE_SCALE_REFERENCE``), by a line
-measured for the model, and the default is calibrated on the mapped scores. The figures below were measured with
-that model, on which the map is the identity.
+measured for the model, and the default is calibrated on the mapped scores. The figures
+below were measured with that model, on which the map is the identity.
 
 Not here, because they bound cost or guard against hostile input rather than trade
 relevance against noise: the query's word count and word length

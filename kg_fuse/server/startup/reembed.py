@@ -4,8 +4,8 @@
 (SQLite's online backup: a running server goes on serving the original), drops the
 copy's vectors, embeds every concept again with a progress bar, measures the new model
 once (its score scale and grade) and calibrates its default, and seals the copy into one
-file. Only then does it take the store's place, by one rename: a ``kill -9`` at any point before leaves the
-old store as it was, and the half-made copy is removed by the next run.
+file. Only then does it take the store's place, by one rename: a ``kill -9`` at any
+point before leaves the old store as it was, and the half-made copy is removed by the next run.
 
 The rename waits for the store to be free: with a server running on it, the finished
 copy is kept beside the store (``kg.sqlite3.next``) and the server's next start puts it

@@ -5,9 +5,9 @@ The model is the store's (:class:`~kg_fuse.server.store_model.owner.StoreModel`:
 record, prompts, score scale and grade), made here over the store and the embedder, which
 it checks against the store's record. Searching is the searcher's
 (:class:`~kg_fuse.server.search.searcher.Searcher`), a search request answered
-:attr:`KnowledgeGraph.search`'s (:mod:`.search_service`), the default threshold and its calibration :attr:`KnowledgeGraph.threshold`'s
-(:mod:`kg_fuse.server.threshold.default`), adding and removing content
-:attr:`KnowledgeGraph.changes`' (:mod:`.changes`). Start-up
+:attr:`KnowledgeGraph.search`'s (:mod:`.search_service`), the default threshold and its
+calibration :attr:`KnowledgeGraph.threshold`'s (:mod:`kg_fuse.server.threshold.default`),
+adding and removing content :attr:`KnowledgeGraph.changes`' (:mod:`.changes`). Start-up
 (:mod:`kg_fuse.server.startup`) and the command line work with the parts; the app's
 composition root hands each to the routes as a dependency of its own, so no route
 reaches through the graph. Methods here are blocking.

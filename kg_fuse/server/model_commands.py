@@ -22,8 +22,8 @@ def _commands() -> list[Command]:
         Command("model", help="list the embedding models, or add one",
                 description="""The sentence-embedding models the embedded server can use:
                 all-MiniLM-L6-v2 (the default), its int8 variant, and the models added here
-                (sentence-transformers folders of BERT, MPNet or XLM-RoBERTa/RoBERTa
-                models, copied in). Choose one with
+                (sentence-transformers folders of the encoder families kg-fuse writes
+                graphs for, copied in). Choose one with
                 'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Nothing
                 touches the network.""",
                 actions=[
@@ -48,13 +48,13 @@ def _commands() -> list[Command]:
                             description="""Copy a sentence-transformers folder (e.g. a copy of
                             BAAI/bge-small-en-v1.5, sentence-transformers/all-mpnet-base-v2 or
                             intfloat/multilingual-e5-small from a machine with a network) into
-                            kg-fuse's data directory and make its ONNX graph now. BERT, MPNet
-                            and XLM-RoBERTa/RoBERTa models (model_type bert, mpnet,
-                            xlm-roberta, roberta) with mean or CLS pooling are supported; any
-                            other is refused with the reason. The model is graded at once
-                            (how far it puts related from unrelated text), with a warning
-                            if it separates them too poorly for a default threshold to keep
-                            nonsense out.""",
+                            kg-fuse's data directory and make its ONNX graph now. Models of
+                            the encoder families kg-fuse writes graphs for, with mean or CLS
+                            pooling, are supported; any other is refused with the reason,
+                            naming the families served (docs/server.md lists them). The
+                            model is graded at once (how far it puts related from unrelated
+                            text), with a warning if it separates them too poorly for a
+                            default threshold to keep nonsense out.""",
                             handler=add_command, options=[
                                 option("path", type=Path, metavar="PATH",
                                        help="the model's folder (modules.json, config.json, "

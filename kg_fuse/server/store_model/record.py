@@ -76,7 +76,8 @@ class ModelRecord:
         if self.measured is None:
             return (f"{self.name}: grade not recorded yet (a store built before models were "
                     "graded: the server's next start or kg-fuse calibrate records it)")
-        return f"{self.name}: {self.measured.grade.summary()} ({REFERENCE})"
+        against = "" if REFERENCE.startswith(f"{self.name}:") else f" ({REFERENCE})"
+        return f"{self.name}: {self.measured.grade.summary()}{against}"
 
     def to_json(self) -> str:
         held = self.identity()

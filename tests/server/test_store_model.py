@@ -21,7 +21,6 @@ import httpx
 import pytest
 
 from kg_fuse import cli
-from kg_fuse.exits import CommandError
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.embedding.models import DEFAULT_MODEL
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
@@ -51,16 +50,21 @@ def weak_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weak_folder: Path,
-         capsys: pytest.CaptureFixture[str]) -> Path:
-    """Private XDG directories holding the weak model, and a folder of notes."""
+def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Private XDG directories, and a folder of notes."""
     for name in ("DATA", "CACHE", "CONFIG"):
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
-    assert cli.main(["model", "add", str(weak_folder)]) == 0
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "kitchen.md").write_text(NOTES)
-    capsys.readouterr()
     return tmp_path
+
+
+@pytest.fixture()
+def home(dirs: Path, weak_folder: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The private directories, holding the weak model."""
+    assert cli.main(["model", "add", str(weak_folder)]) == 0
+    capsys.readouterr()
+    return dirs
 
 
 def _index(home: Path, *extra: str) -> int:
@@ -166,27 +170,30 @@ def _serve(home: Path) -> tuple[int, str]:
     return done.returncode, done.stderr
 
 
-@pytest.mark.parametrize("command", [["serve"], ["index", "--corpus", "none"],
-                                     ["calibrate"], ["calibrate", "--show"]])
 def test_a_corrupt_record_is_refused_in_one_line_and_its_hint_mends_it(
-        home: Path, capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+        dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home = dirs
     assert _index(home) == 0
     store = Store(_db(home))
     store.set_setting(record.MODEL_KEY, '{"name": "all-MiniLM-L6-v2", "prom')
     store.seal()
     capsys.readouterr()
-    if command == ["serve"]:
-        code, err_text = _serve(home)
-    else:
-        code, err_text = cli.main(command), capsys.readouterr().err
-    assert code == 1, err_text
-    err = err_text.strip().splitlines()
-    assert err[-1] == (
+    refusal = (
         f"kg-fuse: the store at {_db(home)} has an unreadable model record (embedding_model"
         " = '{\"name\": \"all-MiniLM-L6-v2\", \"prom'): which model made its vectors is "
         "unknown (hint: re-embed it: kg-fuse index --model all-MiniLM-L6-v2)")
+    code, err = _serve(home)
+    assert (code, err.strip().splitlines()[-1]) == (1, refusal), err
+    for command in (["index", "--corpus", "none"], ["calibrate"], ["calibrate", "--show"]):
+        assert cli.main(command) == 1, command
+        assert capsys.readouterr().err.strip().splitlines()[-1] == refusal, command
+    assert cli.main(["model", "list"]) == 0  # says so, and marks no model
+    out, err = capsys.readouterr()
+    assert err.strip() == refusal.replace("kg-fuse: ", "kg-fuse: warning: ", 1)
+    assert not [line for line in out.splitlines() if line.startswith("*")]
+
     assert cli.main(["index", "--model", DEFAULT_MODEL, "--corpus", "none"]) == 0
+    assert (f"model {DEFAULT_MODEL}: separation 7.1, noise at 0.26 on the reference scale"
+            in capsys.readouterr().out)  # re-embedded, and graded again
     held = record.read_at(_db(home))
     assert held is not None and held.name == DEFAULT_MODEL and held.measured is not None
-    with pytest.raises(CommandError):
-        record.parse("[]", _db(home))

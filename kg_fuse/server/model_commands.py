@@ -132,6 +132,7 @@ def list_command(args: argparse.Namespace) -> int:
 def add_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
     from kg_fuse.server.startup import model_grade
+    from kg_fuse.server.store_model.grade import REFERENCE
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -143,8 +144,7 @@ def add_command(args: argparse.Namespace) -> int:
           f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
           f"use it with: {paths.command_line('index', '--model', spec.name)}")
     grade = model_grade.grade(spec)
-    print(f"kg-fuse: graded {spec.name}: {grade.summary()} (all-MiniLM-L6-v2: separation "
-          f"7.1, noise at 0.26)")
+    print(f"kg-fuse: graded {spec.name}: {grade.summary()} ({REFERENCE})")
     warning = grade.warning(spec.name)
     if warning is not None:
         print(f"kg-fuse: warning: {warning}", file=sys.stderr)

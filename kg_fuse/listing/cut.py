@@ -23,7 +23,7 @@ which keeps the cut monotonic there too.
 Only the scores every search returns are used, so the cut is the same against the
 embedded server and against the platform. The gap is a score difference chosen with
 all-MiniLM-L6-v2: the embedded server maps every model's scores onto that model's scale
-(``kg_fuse.server.search.scale``), so the gap means the same whatever model it serves.
+(``kg_fuse.server.store_model.scale``), so the gap means the same whatever model it serves.
 The platform publishes no such scale; against it the gap falls back to the same 0.16 of
 its raw scores, which suits models whose cosines spread as MiniLM's do (a model that
 squeezes its cosines together lists more there, up to its listing size). The numbers

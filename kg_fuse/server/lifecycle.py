@@ -225,6 +225,8 @@ def _wait_until_serving(child: subprocess.Popen[bytes], pid_file: Path,
         if record is not None and record.pid == child.pid and _healthy(record.api_url):
             print(f"kg-fuse: the server is running at {record.api_url} (pid {child.pid}); "
                   f"stop it with: kg-fuse server stop{paths.data_dir_args(data_dir)}")
+            for warning in (_health(record.api_url) or {}).get("warnings") or ():
+                print(f"kg-fuse: warning: {warning}", file=sys.stderr)
             return 0
         if child.poll() is not None:
             raise CommandError(f"the server exited with status {child.returncode}: "
@@ -285,6 +287,8 @@ def status(data_dir: Path | None) -> int:
         shown = f"{default:.2f}" if default is not None else "unknown (no credentials)"
         print(f"kg-fuse: model {health.get('embedding_model')}, "
               f"{health.get('concepts')} concepts, default threshold {shown}")
+        if health.get("model_grade"):
+            print(f"kg-fuse: model {health['model_grade']}")
     for warning in (health or {}).get("warnings") or ():
         print(f"kg-fuse: warning: {warning}")
     return 0

@@ -23,8 +23,8 @@ def _commands() -> list[Command]:
         Command("model", help="list the embedding models, or add one",
                 description="""The sentence-embedding models the embedded server can use:
                 all-MiniLM-L6-v2 (the default), its int8 variant, and the models added here
-                (sentence-transformers folders of BERT, MPNet or XLM-RoBERTa/RoBERTa
-                models, copied in). Choose one with
+                (sentence-transformers folders of the encoder families kg-fuse writes
+                graphs for, copied in). Choose one with
                 'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Nothing
                 touches the network.""",
                 actions=[
@@ -49,13 +49,13 @@ def _commands() -> list[Command]:
                             description="""Copy a sentence-transformers folder (e.g. a copy of
                             BAAI/bge-small-en-v1.5, sentence-transformers/all-mpnet-base-v2 or
                             intfloat/multilingual-e5-small from a machine with a network) into
-                            kg-fuse's data directory and make its ONNX graph now. BERT, MPNet
-                            and XLM-RoBERTa/RoBERTa models (model_type bert, mpnet,
-                            xlm-roberta, roberta) with mean or CLS pooling are supported; any
-                            other is refused with the reason. The model is graded at once
-                            (how far it puts related from unrelated text), with a warning
-                            if it separates them too poorly for a default threshold to keep
-                            nonsense out.""",
+                            kg-fuse's data directory and make its ONNX graph now. Models of
+                            the encoder families kg-fuse writes graphs for, with mean or CLS
+                            pooling, are supported; any other is refused with the reason,
+                            naming the families served (docs/server.md lists them). The
+                            model is graded at once (how far it puts related from unrelated
+                            text), with a warning if it separates them too poorly for a
+                            default threshold to keep nonsense out.""",
                             handler=add_command, options=[
                                 option("path", type=Path, metavar="PATH",
                                        help="the model's folder (modules.json, config.json, "
@@ -74,18 +74,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def model_in_use(data_dir: Path | None = None) -> str | None:
     """The model the data directory's store records, if it records one
-    (:func:`kg_fuse.server.startup.model_record.name_at`)."""
-    from kg_fuse.server.startup.model_record import name_at
+    (:func:`kg_fuse.server.store_model.record.read_at`); a record that cannot be read
+    is said so on stderr, and marks none."""
     from kg_fuse.server.storage.store import StoreError
+    from kg_fuse.server.store_model.record import RecordUnreadable, read_at
 
     db = paths.server_db_path(data_dir)
     if not db.exists():
         return None
     try:
-        return name_at(db)
+        record = read_at(db)
     except StoreError as exc:
         log.debug("no model recorded in %s: %s", db, exc)
         return None
+    except RecordUnreadable as exc:
+        print(f"kg-fuse: warning: {exc.line()}", file=sys.stderr)
+        return ""
+    return None if record is None else record.name
 
 
 def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: str,
@@ -103,7 +108,8 @@ def list_command(args: argparse.Namespace) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     open_store.remove_interrupted(args.data_dir)
     specs = models.list_models()
-    in_use = model_in_use(args.data_dir) or models.DEFAULT_MODEL
+    in_use = model_in_use(args.data_dir)
+    in_use = models.DEFAULT_MODEL if in_use is None else in_use
     print(_line(" ", "NAME", "DIMS", "POOL", "PROMPTS", "FAMILY", "SEP", "NOISE", "FOLDER"))
     if not any(spec.name in models.BUILT_IN for spec in specs):
         print(_line("*" if in_use == models.DEFAULT_MODEL else " ", models.DEFAULT_MODEL,
@@ -128,6 +134,7 @@ def list_command(args: argparse.Namespace) -> int:
 def add_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
     from kg_fuse.server.startup import model_grade
+    from kg_fuse.server.store_model.grade import REFERENCE
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -141,8 +148,7 @@ def add_command(args: argparse.Namespace) -> int:
           f"pooling{', normalised' if spec.normalize else ''}, {prompts}) in {spec.folder}; "
           f"use it with: {paths.command_line('index', '--model', spec.name)}")
     grade = model_grade.grade(spec)
-    print(f"kg-fuse: graded {spec.name}: {grade.summary()} (all-MiniLM-L6-v2: separation "
-          f"7.1, noise at 0.26)")
+    print(f"kg-fuse: graded {spec.name}: {grade.summary()} ({REFERENCE})")
     warning = grade.warning(spec.name)
     if warning is not None:
         print(f"kg-fuse: warning: {warning}", file=sys.stderr)

@@ -13,7 +13,6 @@ without loading the model.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,16 +23,11 @@ from kg_fuse.server import lifecycle
 
 if TYPE_CHECKING:
     from kg_fuse.server.knowledge.graph import KnowledgeGraph
+    from kg_fuse.server.store_model.record import ModelRecord
 
 log = logging.getLogger(__name__)
 
 MODULES_HINT = "--modules takes standard-library modules written in Python, e.g. gzip,json"
-
-
-def data_dir_option(data_dir: Path | None) -> str:
-    """`` --data-dir DIR`` (quoted) for a command a message names; nothing for the
-    default."""
-    return paths.data_dir_args(data_dir.resolve() if data_dir is not None else None)
 
 
 def check_inputs(args: argparse.Namespace) -> None:
@@ -103,8 +97,8 @@ def reembed_if_asked(args: argparse.Namespace) -> lifecycle.ServerRecord | None:
     to serve it (None: with no server running, the new store is in place)."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
-    from kg_fuse.server.startup import model_record, reembed
-    from kg_fuse.server.storage.store import read_setting_at
+    from kg_fuse.server.startup import reembed
+    from kg_fuse.server.store_model import record as records
 
     db = paths.server_db_path(args.data_dir)
     running = lifecycle.read_record(paths.server_pid_path(args.data_dir))
@@ -116,11 +110,14 @@ def reembed_if_asked(args: argparse.Namespace) -> lifecycle.ServerRecord | None:
             log.warning("%s", stale.message)
     if args.model is None or not db.exists():
         return None
-    raw = read_setting_at(db, model_record.MODEL_KEY)
-    stored = json.loads(raw).get("name") if raw else None
     spec = resolve(args.model)
-    if stored in (None, spec.name):
-        return None  # a new store, a store of this model, or one from before the record
+    try:
+        held = records.read_at(db)
+    except records.RecordUnreadable as exc:
+        log.warning("%s: re-embedding it with %s", exc.message, spec.name)
+    else:
+        if held is None or held.same_model(records.ModelRecord.of(spec)):
+            return None  # a new store, a store of this model, or one from before the record
     embedder = Embedder(spec)
     embedder.load()
     reembed.reembed(db, embedder, server_running=running is not None)
@@ -130,23 +127,21 @@ def reembed_if_asked(args: argparse.Namespace) -> lifecycle.ServerRecord | None:
 def open_graph(data_dir: Path | None, model_name: str | None = None) -> KnowledgeGraph:
     """The store and the model to embed with: ``model_name``, or the one the store's
     vectors were made by (the default for a new store). A store another model embedded
-    is refused, naming the command that re-embeds it (:mod:`.startup.model_record`)."""
+    is refused, naming the command that re-embeds it (:mod:`.store_model.owner`)."""
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.embedding.models import resolve
     from kg_fuse.server.knowledge.graph import KnowledgeGraph
-    from kg_fuse.server.startup import model_record
     from kg_fuse.server.storage.store import Store
+    from kg_fuse.server.store_model.owner import chosen
 
     if model_name is not None:
         resolve(model_name)  # an unknown or missing model: one line, before the store
     store = Store(paths.server_db_path(data_dir))
     try:
-        spec = resolve(model_name or model_record.stored_name(store))
-        model_record.check(store, spec, data_dir_option(data_dir))
+        return KnowledgeGraph(store, Embedder(chosen(store, model_name)))
     except BaseException:
         store.close()
         raise
-    return KnowledgeGraph(store, Embedder(spec))
 
 
 def build(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
@@ -159,3 +154,18 @@ def build(graph: KnowledgeGraph, args: argparse.Namespace) -> None:
                 ingest=list(args.ingest), ontology=args.ontology, progress=True)
     except ValueError as exc:  # --modules naming something the corpus cannot read
         raise UsageError(str(exc), hint=MODULES_HINT) from None
+
+
+def record_at(db: Path) -> ModelRecord | None:
+    """What the store file at ``db`` records of its model, read without opening it."""
+    from kg_fuse.server.store_model.record import read_at
+
+    return read_at(db)
+
+
+def reembedded_record(data_dir: Path | None) -> ModelRecord | None:
+    """The model record of the re-embedded copy waiting for the server's next start."""
+    from kg_fuse.server.startup.reembed import ready_path
+
+    ready = ready_path(paths.server_db_path(data_dir))
+    return record_at(ready) if ready.exists() else None

@@ -322,6 +322,8 @@ def serve_command(args: argparse.Namespace) -> int:
             try:
                 graph.embedder.load()
                 open_store.build(graph, args)
+                if (warning := graph.model.warning()) is not None:
+                    log.warning("%s", warning)
                 ensure_credentials(graph.store,
                                    paths.server_credentials_path(args.data_dir), api_url)
                 app = create_app(graph, token_ttl(args.token_ttl))
@@ -388,23 +390,36 @@ def index_command(args: argparse.Namespace) -> int:
         restart = running.restart_command(args.data_dir, model=args.model)
         print(f"re-embedded with {args.model}; the running server still serves the old "
               f"store: restart it to serve the new one: {restart}")
+        _print_grade(open_store.reembedded_record(args.data_dir))
         return 0
     graph = open_store.open_graph(args.data_dir, args.model)
     try:
         open_store.build(graph, args)
         print(f"index ready: {len(graph.index)} concepts in {graph.store.path} "
               f"(default threshold {graph.default_threshold():.2f})")
+        _print_grade(graph.model.record)
     finally:
         graph.store.close()
     return 0
+
+
+def _print_grade(record: Any) -> None:
+    """The store's model and its grade (a :class:`~.store_model.record.ModelRecord`, or
+    None), and the warning a weak one gets, on stderr."""
+    if record is None:
+        return
+    print(f"model {record.graded()}")
+    if record.measured is not None and (warning := record.measured.grade.warning(
+            record.name)) is not None:
+        print(f"kg-fuse: warning: {warning}", file=sys.stderr)
 
 
 def _stored_report(db: Path) -> str | None:
     """The calibration table the store keeps, read from its file alone (no model)."""
     import json
 
-    from kg_fuse.server.startup.model_record import MODEL_KEY
     from kg_fuse.server.storage.store import read_setting_at
+    from kg_fuse.server.store_model import record as records
     from kg_fuse.server.threshold.calibrate import CalibrationReport, format_report
     from kg_fuse.server.threshold.keys import CALIBRATION_KEY
 
@@ -413,8 +428,9 @@ def _stored_report(db: Path) -> str | None:
         return None
     fields = json.loads(raw)
     fields["probes"] = [tuple(p) for p in fields.get("probes", [])]
-    model = json.loads(read_setting_at(db, MODEL_KEY) or "{}").get("name")
-    return format_report(CalibrationReport(**fields), model or "model not recorded")
+    record = records.read_at(db)
+    return format_report(CalibrationReport(**fields),
+                         "model not recorded" if record is None else record.name)
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
@@ -430,6 +446,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
             raise CommandError("the store holds no calibration yet",
                                hint=paths.command_line("calibrate", "--write", *data_dir))
         print(report_text)
+        _print_grade(open_store.record_at(db))
         return 0
     _setup_logging()
     from kg_fuse.server.threshold.calibrate import format_report
@@ -440,8 +457,10 @@ def calibrate_command(args: argparse.Namespace) -> int:
         if not len(graph.index):
             raise CommandError("the store has no embedded concepts",
                                hint=paths.command_line("index", *data_dir))
+        graph.model.measure()  # a store from before the grade: measured and recorded now
         report = graph.threshold.calibrate(write=args.write)
         print(format_report(report, graph.embedder.name))
+        _print_grade(graph.model.record)
         if args.write:
             print(f"stored: search_default_similarity_threshold = {report.default:.2f}")
     finally:

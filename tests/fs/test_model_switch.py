@@ -6,7 +6,6 @@ inherits it lists at within one poll, without a remount."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
-from kg_fuse.server.storage.store import read_setting_at
+from kg_fuse.server.store_model import record
 from tests.helpers.mount import wait_for
 from tests.helpers.server import KGServer
 
@@ -36,7 +35,8 @@ def kg(server: KGServer, *args: str, timeout: float = 900) -> subprocess.Complet
 
 
 def model_of(db: Path) -> str:
-    return json.loads(read_setting_at(db, "embedding_model") or "{}").get("name", "")
+    held = record.read_at(db)
+    return "" if held is None else held.name
 
 
 def vector_rows(db: Path) -> int:

@@ -228,7 +228,7 @@ def test_half_precision_and_prefixed_weights_are_read_as_float32(tmp_path: Path)
     path = tmp_path / "model.safetensors"
     save_file({"bert.encoder.w": values.to(torch.bfloat16), "embeddings.b": values.half(),
                "embeddings.LayerNorm.gamma": values}, str(path))
-    weights = read_weights(path)
+    weights = read_weights(path, "bert.")
     assert set(weights) == {"encoder.w", "embeddings.b", "embeddings.LayerNorm.weight"}
     for got in weights.values():
         assert got.dtype == np.float32 and got.tolist() == values.tolist()

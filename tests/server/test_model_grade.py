@@ -12,10 +12,15 @@ import pytest
 
 from kg_fuse import cli
 from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.startup import model_grade
+from kg_fuse.server.store_model import grade as grades
+from kg_fuse.server.store_model.pairs import measure as measure_pairs
 from tests.helpers.tiny_models import Tiny, make_tiny
 
 Encode = Callable[[Sequence[str]], np.ndarray]
+
+
+def grade_of(encode_queries: Encode, encode_documents: Encode) -> grades.Grade:
+    return measure_pairs(encode_queries, encode_documents).grade
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +33,7 @@ def _noisy(encode: Encode, sd: float, rng: np.random.Generator) -> Encode:
 
 
 def test_the_reference_model_grades_as_documented(minilm: Embedder) -> None:
-    grade = model_grade.measure(minilm.encode_queries, minilm.encode)
+    grade = grade_of(minilm.encode_queries, minilm.encode)
     assert grade.separation == pytest.approx(7.06, abs=0.02)
     assert grade.noise == pytest.approx(0.263, abs=0.005)
     assert (grade.first, grade.pairs, grade.weak) == (32, 32, False)
@@ -44,8 +49,8 @@ def test_squeezed_cosines_are_not_marked_down(minilm: Embedder) -> None:
             return np.hstack([vectors * np.sqrt(0.3), np.full((len(texts), 1), np.sqrt(0.7))])
         return run
 
-    plain = model_grade.measure(minilm.encode_queries, minilm.encode)
-    grade = model_grade.measure(squeezed(minilm.encode_queries), squeezed(minilm.encode))
+    plain = grade_of(minilm.encode_queries, minilm.encode)
+    grade = grade_of(squeezed(minilm.encode_queries), squeezed(minilm.encode))
     assert grade.separation == pytest.approx(plain.separation, abs=0.01)
     assert grade.noise == pytest.approx(plain.noise, abs=0.002)
 
@@ -54,11 +59,11 @@ def test_a_model_that_separates_poorly_is_warned_about(minilm: Embedder) -> None
     """MiniLM's vectors with noise added: a little passes, more is warned about, the
     warning naming the measurement and the reference's figure."""
     rng = np.random.default_rng(0)
-    fair = model_grade.measure(_noisy(minilm.encode_queries, 0.05, rng),
+    fair = grade_of(_noisy(minilm.encode_queries, 0.05, rng),
                                _noisy(minilm.encode, 0.05, rng))
-    poor = model_grade.measure(_noisy(minilm.encode_queries, 0.08, rng),
+    poor = grade_of(_noisy(minilm.encode_queries, 0.08, rng),
                                _noisy(minilm.encode, 0.08, rng))
-    assert not fair.weak and fair.noise < model_grade.NOISY
+    assert not fair.weak and fair.noise < grades.NOISY
     assert poor.weak and poor.separation < fair.separation < 7
     warning = poor.warning("noisy")
     assert warning is not None and warning.startswith(
@@ -90,7 +95,7 @@ def test_model_add_grades_and_model_list_shows_it(
     out, err = capsys.readouterr()
     rows = {line[2:].split()[0]: line[2:].split() for line in out.splitlines()[1:]}
     assert rows["random-mpnet"][5:7] != ["-", "-"]
-    assert float(rows["random-mpnet"][6]) > model_grade.NOISY
+    assert float(rows["random-mpnet"][6]) > grades.NOISY
     assert rows["all-MiniLM-L6-v2"][5:7] == ["-", "-"]  # not measured yet: not loaded
     assert "warning: model random-mpnet separates" in err
     assert cli.main(["model", "list", "--grade"]) == 0  # measures the rest, once

@@ -17,10 +17,9 @@ import pytest
 
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
-from kg_fuse.server.search.scale import IDENTITY
 from kg_fuse.server.startup import reembed
 from kg_fuse.server.storage.store import Store
-from kg_fuse.server.threshold import score_scale
+from kg_fuse.server.store_model import pairs, record
 from tests.helpers.store import copy_store
 
 SQUEEZE = 0.3  # the squeezed model's cosine = SQUEEZE * cosine + (1 - SQUEEZE)
@@ -70,15 +69,15 @@ def real_embedder() -> Embedder:
 
 
 def test_the_reference_model_maps_to_itself_exactly(real_embedder: Embedder) -> None:
-    measured = score_scale.measure(real_embedder.encode_queries, real_embedder.encode)
+    measured = pairs.measure(real_embedder.encode_queries, real_embedder.encode).scale
     assert measured.identity, measured  # today's model scores exactly as before
     assert (measured.unrelated, measured.related) == pytest.approx(
-        (score_scale.UNRELATED_REF, score_scale.RELATED_REF), abs=1e-4)
+        (pairs.UNRELATED_REF, pairs.RELATED_REF), abs=1e-4)
 
 
 def test_a_squeezed_model_is_stretched_back(real_embedder: Embedder) -> None:
     squeezed = SqueezedEmbedder(real_embedder)
-    measured = score_scale.measure(squeezed.encode_queries, squeezed.encode)
+    measured = pairs.measure(squeezed.encode_queries, squeezed.encode).scale
     assert measured.gain == pytest.approx(1 / SQUEEZE, abs=0.01)
     assert measured.offset == pytest.approx(-(1 - SQUEEZE) / SQUEEZE, abs=0.01)
 
@@ -100,7 +99,7 @@ def test_a_squeezed_model_lists_what_the_reference_lists(
                     progress=False)
     squeezed = KnowledgeGraph(Store(db), SqueezedEmbedder(real_embedder))
     squeezed.reload_index()
-    assert not squeezed.searcher.scale.identity
+    assert not squeezed.model.scale.identity
     assert squeezed.default_threshold() == pytest.approx(reference.default_threshold(),
                                                          abs=0.02)
     assert listings(squeezed, GIBBERISH) == [[]] * len(GIBBERISH)
@@ -110,8 +109,13 @@ def test_a_squeezed_model_lists_what_the_reference_lists(
         assert got[:3] == want[:3]
         assert len(set(got) ^ set(want)) <= 2  # a result at the boundary may differ
 
-    # without the scale, the squeezed model's cosines all sit far above the default:
-    # nonsense in real words lists, and every query lists its whole page
-    squeezed.searcher.scale = IDENTITY
+    # without the scale (a record that keeps no measurement, opened again without
+    # measuring), the squeezed model's cosines all sit far above the default: nonsense
+    # in real words lists, and every query lists its whole page
+    held = squeezed.model.record
+    record.write(squeezed.store, dataclasses.replace(held, measured=None))
+    squeezed = KnowledgeGraph(squeezed.store, SqueezedEmbedder(real_embedder))
+    squeezed.reload_index()
+    assert squeezed.model.scale.identity
     assert any(listings(squeezed, GIBBERISH))
     assert all(len(found) == 50 for found in listings(squeezed, QUERIES))

@@ -16,4 +16,5 @@ def health(search: Search, store: Storage) -> HealthResponse:
     status = search.status()
     return HealthResponse(status="healthy" if status.concepts else "degraded",
                           concepts=status.concepts, embedding_model=status.model,
-                          epoch=store.epoch(), warnings=status.warnings)
+                          model_grade=status.model_grade, epoch=store.epoch(),
+                          warnings=status.warnings)

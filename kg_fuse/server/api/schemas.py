@@ -28,7 +28,9 @@ class HealthResponse(BaseModel):
     concepts: int
     embedding_model: str
     epoch: int
-    # ours: what this server lacks that makes its searches worse (no WordNet)
+    # ours: the model's grade (how far it separates related from unrelated text), and
+    # what makes this server's searches worse (no WordNet, a model that separates poorly)
+    model_grade: str | None = None
     warnings: list[str] = []
 
 

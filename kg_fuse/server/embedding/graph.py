@@ -9,7 +9,8 @@ the ``model.safetensors`` weights (read with ``safetensors.numpy``) and the
 ``config.json`` hyper-parameters, so neither torch nor transformers is needed to make it,
 only to check it (the tests compare its vectors with sentence-transformers': cosine >=
 0.99999). The encoder's layers are its family's
-(:mod:`kg_fuse.server.embedding.families`, chosen by ``model_type``); the pooling and
+(:mod:`kg_fuse.server.embedding.families`, chosen once by ``model_type`` when the folder
+is read, :mod:`.folder`, and handed here); the pooling and
 the file are the same for every family.
 
 The file is written whole or not at all (:func:`written_once`): to a temporary name
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kg_fuse.server.embedding.families import ACTIVATIONS, Graph, family_of
+from kg_fuse.server.embedding.families import ACTIVATIONS, Family, Graph
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def written_once(path: Path, write: Callable[[Path], None]) -> Path:
     return path
 
 
-def read_weights(path: Path, prefix: str = "bert.") -> dict[str, np.ndarray]:
+def read_weights(path: Path, prefix: str) -> dict[str, np.ndarray]:
     """The tensors of a safetensors file as float32 arrays, keys without ``prefix`` (the
     family's: a masked-LM checkpoint puts it before the encoder's keys)."""
     from safetensors.numpy import load_file
@@ -135,14 +136,13 @@ def _pool(g: Graph, hidden: str, mask: str, pooling: str, normalize: bool) -> st
     return pooled
 
 
-def build_graph(weights_path: Path, config: dict[str, Any], pooling: str,
+def build_graph(weights_path: Path, config: dict[str, Any], family: Family, pooling: str,
                 normalize: bool, name: str = "sentence-model") -> Any:
-    """The ONNX model (``onnx.ModelProto``) of an encoder of a known family (its
-    ``config["model_type"]``) with its pooling."""
+    """The ONNX model (``onnx.ModelProto``) of an encoder of ``family`` (as the model's
+    folder was read: the family is chosen there, once) with its pooling."""
     import onnx
     from onnx import TensorProto, helper
 
-    family = family_of(config.get("model_type"))
     if config.get("hidden_act", "gelu") not in ACTIVATIONS:
         raise ValueError(f"activation {config.get('hidden_act')!r} is not supported")
     g = Graph()
@@ -165,10 +165,10 @@ def build_graph(weights_path: Path, config: dict[str, Any], pooling: str,
     return model
 
 
-def write_graph(target: Path, weights_path: Path, config: dict[str, Any], pooling: str,
-                normalize: bool, name: str) -> None:
+def write_graph(target: Path, weights_path: Path, config: dict[str, Any], family: Family,
+                pooling: str, normalize: bool, name: str) -> None:
     """Build the graph and save it to ``target`` (a temporary name: see :func:`written_once`)."""
     import onnx
 
-    model = build_graph(weights_path, config, pooling, normalize, name)
+    model = build_graph(weights_path, config, family, pooling, normalize, name)
     onnx.save_model(model, str(target))

@@ -192,8 +192,8 @@ def ensure_graph(spec: ModelSpec) -> Path:
                  spec.graph)
         read = read_folder(spec.folder)
         graph.written_once(spec.graph, lambda target: graph.write_graph(
-            target, spec.folder / "model.safetensors", read.config, spec.pooling,
-            spec.normalize, spec.name))
+            target, spec.folder / "model.safetensors", read.config, spec.family,
+            spec.pooling, spec.normalize, spec.name))
     give_memory_back()  # the weights and the serialised graph: a few hundred MiB
     log.info("made %s (%.0f MB) in %.1f s", spec.graph.name, spec.graph.stat().st_size / 1e6,
              time.monotonic() - started)

@@ -71,7 +71,9 @@ class IndexStatus:
 
     concepts: int
     model: str
-    #: what this server lacks that makes its searches worse
+    #: the model's grade in words, as measured when the store was built
+    model_grade: str
+    #: what this server lacks that makes its searches worse, and a weak model's warning
     warnings: list[str]
 
 
@@ -123,7 +125,11 @@ class SearchService:
         return found
 
     def status(self) -> IndexStatus:
-        """Concepts indexed, the model, and a warning when WordNet is missing."""
-        return IndexStatus(
-            concepts=len(self.searcher.index), model=self.searcher.embedder.name,
-            warnings=[] if lexicon.wordnet().available else [lexicon.MISSING])
+        """Concepts indexed, the model and its grade, and warnings: WordNet missing, a
+        model that separates related from unrelated text poorly."""
+        model = self.searcher.model
+        warnings = [] if lexicon.wordnet().available else [lexicon.MISSING]
+        if (weak := model.warning()) is not None:
+            warnings.append(weak)
+        return IndexStatus(concepts=len(self.searcher.index), model=model.name,
+                           model_grade=model.record.graded(), warnings=warnings)

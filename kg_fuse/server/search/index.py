@@ -26,11 +26,11 @@ from typing import NamedTuple
 import numpy as np
 
 from kg_fuse.server.search import tuning
-from kg_fuse.server.search.scale import IDENTITY, ScoreScale
 from kg_fuse.server.search.scan import QuantisedScan, exact_scores
 from kg_fuse.server.search.views import fuse
 from kg_fuse.server.storage import search_rows
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.store_model.scale import IDENTITY, ScoreScale
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class KeywordRows(NamedTuple):
     factors: np.ndarray | None = None
     rest: float = 1.0
     #: the familiarity the query vector already carries (the score scale's offset is
-    #: scaled by it as the cosine is: :class:`kg_fuse.server.search.scale.ScoreScale`)
+    #: scaled by it as the cosine is: :class:`kg_fuse.server.store_model.scale.ScoreScale`)
     weight: float = 1.0
 
 

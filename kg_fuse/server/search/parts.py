@@ -18,10 +18,10 @@ import numpy as np
 
 from kg_fuse.server.search import keywords
 from kg_fuse.server.search.index import ConceptIndex, KeywordRows
-from kg_fuse.server.search.scale import ScoreScale
 from kg_fuse.server.search.scan import exact_scores
 from kg_fuse.server.search.understand import QueryReading
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.store_model.scale import ScoreScale
 
 log = logging.getLogger(__name__)
 

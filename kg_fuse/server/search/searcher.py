@@ -17,7 +17,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.search import keywords, tuning
 from kg_fuse.server.search.generations import GenerationCache
 from kg_fuse.server.search.index import (
@@ -29,10 +28,10 @@ from kg_fuse.server.search.index import (
 )
 from kg_fuse.server.search.lexicon import wordnet
 from kg_fuse.server.search.parts import ScoreParts, score_parts
-from kg_fuse.server.search.scale import IDENTITY
 from kg_fuse.server.search.understand import QueryReading, read_query
 from kg_fuse.server.search.words import Vocabulary, text_words
 from kg_fuse.server.storage.store import Store
+from kg_fuse.server.store_model.owner import StoreModel
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +75,12 @@ class SearchOutcome:
 class Searcher:
     """Index, vocabulary and lexicon, with reading, scoring and searching over them."""
 
-    def __init__(self, store: Store, embedder: Embedder) -> None:
+    def __init__(self, store: Store, model: StoreModel) -> None:
         self.store = store  # keyword lookups (FTS5) and the index's stored vectors
-        self.embedder = embedder
+        #: the store's model: it embeds the queries (its prompts applied) and owns the
+        #: scale their cosines are mapped by (asked at each search: measured once)
+        self.model = model
         self.index = ConceptIndex()
-        #: the model's cosines on the reference scale (:mod:`.scale`): the store's, set
-        #: by whoever loads the index (:mod:`kg_fuse.server.threshold.score_scale`)
-        self.scale = IDENTITY
         self.vocabulary = Vocabulary()
         self.lexicon = wordnet()
         self._term_cache: tuple[ConceptIndex | None, keywords.TermCache] = (
@@ -154,13 +152,13 @@ class Searcher:
         if found is None:
             reading = self.read(query)
             if reading.familiarity(None) <= 0:  # noise: its vector counts for 0, unembedded
-                found = PreparedQuery(np.zeros(self.embedder.dimensions, np.float32),
+                found = PreparedQuery(np.zeros(self.model.embedder.dimensions, np.float32),
                                       index.keyword_rows({}, weight=0.0))
             else:
                 # keywords first: searches queued for the model's next run look theirs up
                 # while it runs (it releases the GIL), not one after another after it
                 match = self.keyword_scores(reading, index)
-                vector = self.embedder.encode_one(reading.embedded_text(query))
+                vector = self.model.embedder.encode_one(reading.embedded_text(query))
                 found = PreparedQuery(*self.scored_query(reading, vector, index, match))
             self._prepared.put(generation, query, found)
         return found
@@ -170,25 +168,25 @@ class Searcher:
     def search(self, query: str, threshold: float, limit: int, offset: int,
                ontology: str | None) -> SearchOutcome:
         """Hybrid score, filter, page, then the near-miss hint (blocking)."""
-        index = self.index
+        index, scale = self.index, self.model.scale
         vector, keyword = self.prepared(query)
         page = index.search(vector, threshold, ontology=ontology, top_k=offset + limit,
-                            keyword=keyword, scale=self.scale)[offset:]
+                            keyword=keyword, scale=scale)[offset:]
         short = len(page) < tuning.NEAR_MISS_SHORT.value
         closest: list[tuple[str, float]] = []
         if short and offset == 0 and threshold > 0:
             named = tuning.CLOSEST.value
             closest = [(cid, s) for cid, s in index.search(
                 vector, 1e-6, ontology=ontology, top_k=len(page) + named,
-                keyword=keyword, scale=self.scale) if s < threshold][:named]
+                keyword=keyword, scale=scale) if s < threshold][:named]
         near_miss = None
         floor = tuning.NEAR_MISS_FLOOR.value
         if short and threshold > floor:
             near_miss = _near_miss(index.search(
                 vector, floor, ontology=ontology, top_k=tuning.NEAR_MISS_DEPTH.value * limit,
-                keyword=keyword, scale=self.scale), threshold)
+                keyword=keyword, scale=scale), threshold)
         parts = score_parts(self.store, index, self.read(query), vector, keyword,
-                            self.scale, page, cache=self._terms(index))
+                            scale, page, cache=self._terms(index))
         return SearchOutcome(threshold=threshold, page=page, near_miss=near_miss,
                              closest=closest, parts=parts)
 
@@ -199,16 +197,16 @@ class Searcher:
         embedded nor scanned, and finds nothing. The scan ranks only the best ``k``
         above 0 (a score of 0 is no match: ranking every concept would be most of a
         calibration's time)."""
-        index = self.index
+        index, scale = self.index, self.model.scale
         readings = [self.read(q) for q in queries]
         live = [i for i, reading in enumerate(readings) if reading.familiarity(None) > 0]
-        vectors = self.embedder.encode_queries([readings[i].embedded_text(queries[i])
-                                                for i in live]) if live else []
+        vectors = self.model.embedder.encode_queries(
+            [readings[i].embedded_text(queries[i]) for i in live]) if live else []
         found: list[list[tuple[str, float]]] = [[] for _ in queries]
         for i, raw in zip(live, vectors, strict=True):
             vector, keyword = self.scored_query(readings[i], raw, index)
             found[i] = index.search(vector, ABOVE_ZERO, top_k=k, keyword=keyword,
-                                    scale=self.scale)
+                                    scale=scale)
         return found
 
     # -- the index's changes (the knowledge graph decides when) -------------------------

@@ -15,9 +15,9 @@ Every number here that is a score (the keyword lift, the familiarity discount, t
 presets' steps, the noise margin, the near-miss floor, and the mount's cut gap in
 :mod:`kg_fuse.listing.cut`) holds for any sentence model, because no model's raw
 cosines reach them: the search maps each model's cosines onto all-MiniLM-L6-v2's scale
-first (:mod:`.scale`, ``SCORE_SCALE_REFERENCE``), by a line measured for the model, and
-the default is calibrated on the mapped scores. The figures below were measured with
-that model, on which the map is the identity.
+first (:mod:`kg_fuse.server.store_model.scale`, ``SCORE_SCALE_REFERENCE``), by a line
+measured for the model, and the default is calibrated on the mapped scores. The figures
+below were measured with that model, on which the map is the identity.
 
 Not here, because they bound cost or guard against hostile input rather than trade
 relevance against noise: the query's word count and word length
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from kg_fuse.listing.presets import PRESET_OFFSETS
+from kg_fuse.server.store_model import pairs
 
 T = TypeVar("T")
 
@@ -96,14 +97,14 @@ BM25_WEIGHTS = Tuned(
     "development +0.3 and held-out -0.2: within a query, kept")
 
 SCORE_SCALE_REFERENCE = Tuned(
-    (0.0293, 0.5559), "all-MiniLM-L6-v2's mean cosine of unrelated and of related "
-    "query/passage pairs (threshold/score_scale.py): every model's cosines are mapped onto this "
-    "scale, so every other score in this table holds for any model",
-    "not tuned: measured (the pairs of threshold/score_scale.py embedded by all-MiniLM-L6-v2 "
+    (pairs.UNRELATED_REF, pairs.RELATED_REF), "all-MiniLM-L6-v2's mean cosine of unrelated "
+    "and of related query/passage pairs (store_model/pairs.py): every model's cosines are "
+    "mapped onto this scale, so every other score in this table holds for any model",
+    "not tuned: measured (the pairs of store_model/pairs.py embedded by all-MiniLM-L6-v2 "
     "0.1.0 on ONNX Runtime: 0.029327 and 0.555873), and rounded so that model maps to "
     "itself exactly")
 SCORE_SCALE_LEAST_SPREAD = Tuned(
-    0.02, "a model that scores related pairs less than this above unrelated ones is "
+    pairs.LEAST_SPREAD, "a model that scores related pairs less than this above unrelated ones is "
     "stretched no further (it cannot rank; its noise is not amplified without bound)",
     "not tuned: a guard for broken models (random weights spread ~0.001); the "
     "reference's spread is 0.53")

@@ -1,4 +1,5 @@
-"""Start-up: build whatever the store lacks, load the index, calibrate if needed.
+"""Start-up: build whatever the store lacks, load the index, measure the store's model
+once (its score scale and grade), calibrate if needed.
 
 A restart reuses the store: nothing is re-embedded and a stored default is kept.
 """
@@ -15,8 +16,9 @@ from kg_fuse.server.corpus.markdown import read_folder
 from kg_fuse.server.corpus.stdlib import STDLIB_MARKER_KEY, stdlib_docs_to_store
 from kg_fuse.server.knowledge import indexing
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
+from kg_fuse.server.startup import model_grade
 from kg_fuse.server.storage import writes
-from kg_fuse.server.threshold import calibrate, score_scale
+from kg_fuse.server.threshold import calibrate
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +26,8 @@ log = logging.getLogger(__name__)
 def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | None = None,
             ingest: list[Path] | None = None, ontology: str | None = None,
             progress: bool = True) -> None:
-    """Build whatever the store lacks, load the index, calibrate if needed."""
+    """Build whatever the store lacks, load the index, measure the model if it was not,
+    calibrate if needed."""
     store = graph.store
     docs: list[DocumentSpec] = []
     marker = None
@@ -49,8 +52,10 @@ def prepare(graph: KnowledgeGraph, corpus: str = "stdlib", modules: list[str] | 
             indexing.link_similar(store, graph.index, embedded)
         else:
             log.info("index is up to date: %d concepts, nothing to embed", len(graph.index))
+    measured, now = graph.model.measure()  # once per store and model: the default's scale
+    if now:
+        model_grade.remember(graph.model.spec, measured.grade)
     if len(graph.index):
-        graph.searcher.scale = score_scale.ensure(store, graph.embedder)
         graph.threshold.recalibrate_if_drifted()
     elif graph.threshold.stored() is None:
         log.info("no concepts to calibrate against; the fallback %.2f applies until "

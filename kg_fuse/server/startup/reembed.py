@@ -2,10 +2,10 @@
 
 ``kg-fuse index --model NAME`` on a store another model embedded copies the store
 (SQLite's online backup: a running server goes on serving the original), drops the
-copy's vectors, embeds every concept again with a progress bar, measures the new model's
-score scale and calibrates its default, and seals the copy into one file. Only then does
-it take the store's place, by one rename: a ``kill -9`` at any point before leaves the
-old store as it was, and the half-made copy is removed by the next run.
+copy's vectors, embeds every concept again with a progress bar, measures the new model
+once (its score scale and grade) and calibrates its default, and seals the copy into one
+file. Only then does it take the store's place, by one rename: a ``kill -9`` at any
+point before leaves the old store as it was, and the half-made copy is removed by the next run.
 
 The rename waits for the store to be free: with a server running on it, the finished
 copy is kept beside the store (``kg.sqlite3.next``) and the server's next start puts it
@@ -31,10 +31,10 @@ from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.embedding.graph import locked
 from kg_fuse.server.embedding.leftovers import unless_locked
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
-from kg_fuse.server.startup import model_record
 from kg_fuse.server.startup.prepare import prepare
 from kg_fuse.server.storage import writes
 from kg_fuse.server.storage.store import Store, read_setting_at
+from kg_fuse.server.store_model import record as records
 from kg_fuse.server.threshold.keys import IN_MODEL_SCORES
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,11 @@ def _embedded_copy(db: Path, partial: Path, embedder: Embedder, progress: bool) 
     source = Store(db)
     try:
         epoch = source.epoch()
-        old = model_record.stored_name(source)
+        try:
+            held = records.read(source)
+            old = None if held is None else held.name
+        except records.RecordUnreadable:
+            old = "a model its record does not name"
         source.copy_to(partial)
     finally:
         source.close()
@@ -138,10 +142,9 @@ def _embedded_copy(db: Path, partial: Path, embedder: Embedder, progress: bool) 
     try:
         writes.forget_vectors(copy)
         copy.delete_settings(OLD_MODEL_SETTINGS)
-        copy.set_setting(model_record.MODEL_KEY, "{}")  # no model until its vectors exist
+        records.forget(copy)  # no model until its vectors exist
         copy.set_setting(SOURCE_EPOCH_KEY, str(epoch))
         graph = KnowledgeGraph(copy, embedder)
-        model_record.check(copy, embedder.spec)
         prepare(graph, corpus="none", progress=progress)
     finally:
         copy.seal()
@@ -184,7 +187,11 @@ def swap_in_ready(db: Path) -> bool:
     made_from = read_setting_at(ready, SOURCE_EPOCH_KEY)
     now = read_setting_at(db, "epoch") if db.exists() else None
     if made_from is not None and now is not None and int(made_from) != int(now):
-        name = model_record.name_at(ready) or "NAME"
+        try:
+            held = records.read_at(ready)
+        except records.RecordUnreadable:
+            held = None
+        name = "NAME" if held is None else held.name
         _remove(ready)
         raise StaleCopy(db, name)
     _put_in_place(ready_from=ready, db=db)

@@ -10,9 +10,8 @@ THRESHOLD_KEY = "search_default_similarity_threshold"
 PROVENANCE_KEY = "search_threshold_provenance"
 #: The last calibration's report (JSON): the presets are derived from it.
 CALIBRATION_KEY = "search_calibration_report"
-#: The model's score scale (JSON), measured once per store and model.
-SCALE_KEY = "search_score_scale"
 
 #: Every one of them is in one model's scores: a store re-embedded by another model
-#: leaves them behind and calibrates its own.
-IN_MODEL_SCORES = (THRESHOLD_KEY, PROVENANCE_KEY, CALIBRATION_KEY, SCALE_KEY)
+#: leaves them behind and calibrates its own. (The model's score scale is its record's:
+#: :mod:`kg_fuse.server.store_model.record`.)
+IN_MODEL_SCORES = (THRESHOLD_KEY, PROVENANCE_KEY, CALIBRATION_KEY)

@@ -2,15 +2,13 @@
 
 Every tuned score of the search holds for all-MiniLM-L6-v2's spread of cosines; another
 model's cosines are mapped onto it first, by ``score = gain * cosine + offset``. How the
-line is measured for a model, and where it is kept, is a threshold rule
-(:mod:`kg_fuse.server.threshold.score_scale`); here is only the line, as the index
-applies it.
+line is measured is :mod:`.pairs`'; the store's model owns it (:mod:`.owner`); here is
+only the line, as the index applies it.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +21,6 @@ class ScoreScale:
     offset: float = 0.0
     unrelated: float | None = None  # this model's mean cosines, as measured
     related: float | None = None
-    model: str = ""
 
     @property
     def identity(self) -> bool:
@@ -41,18 +38,6 @@ class ScoreScale:
         if self.identity:
             return score
         return (score - self.offset * weight) / self.gain
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, raw: str | None) -> ScoreScale | None:
-        if not raw:
-            return None
-        try:
-            return cls(**json.loads(raw))
-        except (TypeError, ValueError):
-            return None
 
 
 IDENTITY = ScoreScale()

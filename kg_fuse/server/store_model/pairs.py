@@ -1,48 +1,53 @@
-"""A model's scores put on one scale, so every tuned score holds for any model (ADR-508):
-the line measured for a model, and kept in its store.
+"""The one measurement of a model for a store: 32 everyday questions and the sentences
+that answer them, each question against its own answer (related) and against the 31
+others (unrelated), embedded as queries and documents with the model's own prompts.
 
-Sentence models spread their cosines differently: all-MiniLM-L6-v2 scores unrelated texts
-near 0.03 and a query against its answer near 0.56 (the pairs below), while e5 or nomic
-put nearly everything between 0.7 and 0.9. Every score the search is tuned in (the keyword lift, the
-familiarity discount, the near-miss floor, the presets' steps, the calibration's margin,
-the mount's cut) was chosen on MiniLM's spread. So the model's cosine is mapped onto
-MiniLM's, by the straight line that takes this model's mean cosine of unrelated pairs to
-MiniLM's and its mean cosine of related pairs to MiniLM's:
+Two things are read from the same cosines (:func:`measure`, a few dozen short texts:
+~0.1 s with the model loaded):
 
-    score = gain * cosine + offset
-    gain  = (related_ref - unrelated_ref) / (related - unrelated)
-    offset = unrelated_ref - gain * unrelated
+- **the score scale** (:mod:`.scale`, ADR-508). Sentence models spread their cosines
+  differently: all-MiniLM-L6-v2 scores unrelated texts near 0.03 and a query against its
+  answer near 0.56, while e5 or nomic put nearly everything between 0.7 and 0.9. Every
+  score the search is tuned in (the keyword lift, the familiarity discount, the
+  near-miss floor, the presets' steps, the calibration's margin, the mount's cut) was
+  chosen on MiniLM's spread. So the model's cosine is mapped onto MiniLM's by the
+  straight line that takes this model's mean cosine of unrelated pairs to MiniLM's and
+  of related pairs to MiniLM's::
 
-measured once per store and model (:func:`ensure`: the same query/passage pairs,
-embedded as queries and documents with the model's own prompts), stored with the
-calibration, and rounded to three decimals so that MiniLM itself gets gain 1 and offset 0
-exactly: today's model scores as before, to the bit. The noise floor and the default are
-then calibrated on the mapped scores, as before. The pairs are everyday questions and the
-sentences that answer them, across topics no eval set is about; they do not tune
-anything, they only measure how far apart this model puts related and unrelated text.
+      gain  = (related_ref - unrelated_ref) / (related - unrelated)
+      offset = unrelated_ref - gain * unrelated
+
+  rounded to three decimals so that MiniLM itself gets gain 1 and offset 0 exactly.
+- **the grade** (:mod:`.grade`): how wide the unrelated pairs spread around their mean,
+  which the scale's two means do not say.
+
+The pairs are across topics no eval set is about; they tune nothing, they only measure
+how far apart this model puts related and unrelated text.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from kg_fuse.server.embedding.embedder import Embedder
-from kg_fuse.server.search import tuning
-from kg_fuse.server.search.scale import IDENTITY, ScoreScale
-from kg_fuse.server.storage.store import Store
-from kg_fuse.server.threshold.keys import SCALE_KEY
+from kg_fuse.server.store_model.grade import CAP, Grade
+from kg_fuse.server.store_model.scale import ScoreScale
 
 log = logging.getLogger(__name__)
 
-#: MiniLM's mean cosine of the pairs below: unrelated (every query against the other
-#: queries' passages) and related (each query against its own passage).
-UNRELATED_REF, RELATED_REF = tuning.SCORE_SCALE_REFERENCE.value
-#: A model that puts related pairs less than this above unrelated ones cannot rank:
-#: its gain is capped rather than amplifying noise without bound.
-LEAST_SPREAD = tuning.SCORE_SCALE_LEAST_SPREAD.value
+#: all-MiniLM-L6-v2's mean cosine of unrelated and of related pairs below (measured:
+#: 0.029327 and 0.555873 on ONNX Runtime), rounded so that model maps to itself exactly;
+#: the search's table of tuned numbers shows it (``tuning.SCORE_SCALE_REFERENCE``).
+UNRELATED_REF, RELATED_REF = 0.0293, 0.5559
+#: A model that puts related pairs less than this above unrelated ones cannot rank: its
+#: gain is capped rather than amplifying noise without bound (random weights: ~0.001).
+LEAST_SPREAD = 0.02
+#: Bumped whenever the measurement changes: a store measured by an older one is measured
+#: again at its next start.
+RECIPE = "pairs32-p99-v1"
 
 PAIRS: tuple[tuple[str, str], ...] = (
     ("how do I boil an egg", "Place the eggs in boiling water for seven minutes, then cool "
@@ -112,18 +117,37 @@ PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-def measure(encode_queries: Callable[[Sequence[str]], np.ndarray],
-            encode_documents: Callable[[Sequence[str]], np.ndarray],
-            model: str = "") -> ScoreScale:
-    """This model's scale, from the pairs' cosines (a few dozen short texts: ~0.1 s)."""
+@dataclass(frozen=True)
+class Measurement:
+    """What the pairs say of one model: the line its scores are mapped by, and its grade."""
+
+    scale: ScoreScale
+    grade: Grade
+    recipe: str = RECIPE
+
+
+def _cosines(encode_queries: Callable[[Sequence[str]], np.ndarray],
+             encode_documents: Callable[[Sequence[str]], np.ndarray]) -> np.ndarray:
     queries = encode_queries([q for q, _ in PAIRS]).astype(np.float64)
     passages = encode_documents([p for _, p in PAIRS]).astype(np.float64)
     queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
     passages /= np.maximum(np.linalg.norm(passages, axis=1, keepdims=True), 1e-12)
-    cosines = queries @ passages.T
-    related = float(np.mean(np.diag(cosines)))
-    n = len(PAIRS)
-    unrelated = float((cosines.sum() - np.trace(cosines)) / (n * n - n))
+    return queries @ passages.T
+
+
+def measure(encode_queries: Callable[[Sequence[str]], np.ndarray],
+            encode_documents: Callable[[Sequence[str]], np.ndarray],
+            model: str = "") -> Measurement:
+    """The model's scale and grade, from the pairs' cosines."""
+    cosines = _cosines(encode_queries, encode_documents)
+    related = np.diag(cosines)
+    unrelated = cosines[~np.eye(len(PAIRS), dtype=bool)]
+    gap = float(related.mean() - unrelated.mean())
+    return Measurement(scale=_scale(float(unrelated.mean()), float(related.mean()), model),
+                       grade=_grade(cosines, unrelated, gap))
+
+
+def _scale(unrelated: float, related: float, model: str) -> ScoreScale:
     spread = related - unrelated
     if spread < LEAST_SPREAD:
         log.warning("model %s scores related texts only %.3f above unrelated ones: it "
@@ -133,24 +157,14 @@ def measure(encode_queries: Callable[[Sequence[str]], np.ndarray],
     gain = round((RELATED_REF - UNRELATED_REF) / spread, 3)
     offset = round(UNRELATED_REF - gain * unrelated, 3)
     return ScoreScale(gain=gain, offset=offset, unrelated=round(unrelated, 6),
-                      related=round(related, 6), model=model)
+                      related=round(related, 6))
 
 
-def stored(store: Store) -> ScoreScale:
-    """The scale the store keeps (the identity for a store that keeps none)."""
-    return ScoreScale.from_json(store.get_setting(SCALE_KEY)) or IDENTITY
-
-
-def ensure(store: Store, embedder: Embedder) -> ScoreScale:
-    """The model's score scale for this store: stored, or measured now and stored."""
-    key = f"{embedder.name}@{embedder.spec.digest}"
-    held = ScoreScale.from_json(store.get_setting(SCALE_KEY))
-    if held is not None and held.model == key:
-        return held
-    measured = measure(embedder.encode_queries, embedder.encode, model=key)
-    log.info("score scale of %s: unrelated pairs %.3f, related %.3f -> gain %.3f, "
-             "offset %.3f%s", embedder.name, measured.unrelated, measured.related,
-             measured.gain, measured.offset,
-             " (the reference model's own)" if measured.identity else "")
-    store.set_setting(SCALE_KEY, measured.to_json())
-    return measured
+def _grade(cosines: np.ndarray, unrelated: np.ndarray, gap: float) -> Grade:
+    spread = max(float(unrelated.std()), 1e-9)
+    # the scale's line, unbounded here: a model that cannot rank maps its noise far out
+    gain = (RELATED_REF - UNRELATED_REF) / max(gap, 1e-9)
+    noise = UNRELATED_REF + gain * (float(np.percentile(unrelated, 99)) - unrelated.mean())
+    first = int(np.sum(np.argmax(cosines, axis=1) == np.arange(len(PAIRS))))
+    return Grade(separation=round(gap / spread, 2), noise=round(min(float(noise), CAP), 3),
+                 first=first, pairs=len(PAIRS))

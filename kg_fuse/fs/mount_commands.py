@@ -147,7 +147,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     _check_mountpoint(mountpoint, args.nonempty)
     connection = _connection(args)
     if not args.foreground:
-        _settle_store(args, mountpoint)
+        _settle_store(args, mountpoint, connection.api_url)
         return _mount_in_background(args, mountpoint)
     return _mount_in_foreground(args, mountpoint, connection)
 
@@ -224,7 +224,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
     _setup_logging(args.log_file, args.debug)
     owner_only.log_fixed(fixed)
     try:
-        _settle_store(args, mountpoint)
+        _settle_store(args, mountpoint, connection.api_url)
     except CommandError as exc:
         return _refuse_in_foreground(args, exc)
     _record_server(mountpoint, connection.api_url, args.data_dir)
@@ -290,14 +290,27 @@ def _store_refusal(exc: StoreCorrupt, args: argparse.Namespace) -> CommandError:
                                        f"no saved queries: {empty}")
 
 
-def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
-    """Check the mountpoint's saved-query store, after applying the user's choice about
-    an unreadable one (--start-empty, --restore-store). Never replaces a store in use."""
+def _settle_store(args: argparse.Namespace, mountpoint: Path, api_url: str) -> None:
+    """Check the saved-query store of the server this mountpoint's address last was,
+    after applying the user's choice about an unreadable one (--start-empty,
+    --restore-store: a file set aside from a server's folder goes back there). Never
+    replaces a store in use."""
     from kg_fuse.fs.queries.saved import QueryStore, StoreCorrupt, StoreInUse
+    from kg_fuse.fs.queries.servers import ServerStores
 
     for folder in paths.mount_private_dirs(mountpoint):  # the store's folders: private
         owner_only.create_dir(folder)  # from the first (an existing one the mount fixes)
-    store = QueryStore(paths.mount_state_dir(mountpoint))
+    stores = ServerStores(paths.mount_state_dir(mountpoint), api_url)
+    store = stores.settled()
+    if args.restore_store is not None:
+        store = stores.home_of(args.restore_store) or store or QueryStore(stores.directory)
+    if store is None:  # no store yet: nothing to check, nothing set aside
+        if args.start_empty:
+            raise UsageError("there is no saved-query store of this mountpoint's server "
+                             "to start afresh from; nothing was changed",
+                             hint=paths.command_line(
+                                 "mount", *paths.data_dir_argv(args.data_dir), mountpoint))
+        return
     try:
         if args.restore_store is not None:
             state = store.restore(args.restore_store)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries.saved import QueryStore
+from kg_fuse.fs.mount import assemble, open_queries
+from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.server.api.app import create_app
 from kg_fuse.server.api.auth import ensure_credentials, token_ttl
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
@@ -94,12 +94,13 @@ async def core(request: pytest.FixtureRequest, server_app: ServerApp, tmp_path: 
     options = mount_options(**(marker.kwargs if marker else {}))
     client = KgApiClient(API_URL, server_app.credentials_of("user"),
                          timeout=options.request_timeout, transport=server_app.transport())
-    store = QueryStore(tmp_path / "mount-state")
-    ops = assemble(options, client, store, store.load())
-    kernel = install_fake_kernel(monkeypatch, ops)
     app = server_app.app
     try:
         async with app.router.lifespan_context(app):  # as uvicorn runs it: the job worker
+            stores = ServerStores(tmp_path / "mount-state", API_URL)
+            ops = assemble(options, client, stores,  # as a mount starts: whose queries
+                           await open_queries(stores, await client.epoch()))
+            kernel = install_fake_kernel(monkeypatch, ops)
             yield Core(ops, FsDriver(ops), kernel, client, server_app,
                        tmp_path / "mount-state")
     finally:

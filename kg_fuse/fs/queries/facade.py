@@ -22,13 +22,22 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+import trio
+
 from kg_fuse.client import errors
 from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
 from kg_fuse.fs.queries.results import Fetched, ResultCache
-from kg_fuse.fs.queries.saved import Link, QueryPath, SavedQuery, parse_query_dir_name
+from kg_fuse.fs.queries.saved import (
+    Link,
+    QueryPath,
+    SavedQuery,
+    StoreCorrupt,
+    parse_query_dir_name,
+)
+from kg_fuse.fs.queries.servers import Opened, ServerIdentity, ServerStores
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
 from kg_fuse.fs.queries.watcher import Polled, ServerWatcher
 from kg_fuse.listing.explain import ThresholdExplanation
@@ -42,8 +51,11 @@ class QueryService:
     ``held`` what the mount holds per query beside its settings."""
 
     def __init__(self, registry: QueryRegistry, planner: Planner, listings: ResultCache,
-                 watcher: ServerWatcher, invalidation: Invalidation) -> None:
+                 watcher: ServerWatcher, invalidation: Invalidation,
+                 stores: ServerStores) -> None:
         self._registry = registry
+        self._stores = stores
+        self._refused: ServerIdentity | None = None  # its store is unreadable: said once
         self._planner = planner
         self._listings = listings
         self._states: QueryStates = listings.states
@@ -71,6 +83,40 @@ class QueryService:
     async def save_if_dirty(self) -> None:
         """Persist what changed since the last save (the learned default, say)."""
         await self._registry.save_if_dirty()
+
+    @property
+    def owner(self) -> ServerIdentity | None:
+        """The server whose saved queries the mount shows (None: none answered yet)."""
+        return self._registry.owner
+
+    async def follow_server(self) -> None:
+        """After a look at the server: if the server answering is not the one whose
+        queries the mount shows (it answered for the first time, or another server now
+        answers at this address), show that server's queries instead, and remember
+        which server the address is."""
+        if not self._watcher.answering:
+            return
+        identity = self._stores.identify(self._watcher.server_id)
+        if identity == self._registry.owner:
+            return
+        try:
+            opened = await trio.to_thread.run_sync(self._stores.open, identity)
+        except (StoreCorrupt, OSError) as exc:
+            if self._refused != identity:
+                log.error("the saved queries of %s cannot be shown: %s", identity.label, exc)
+                self._refused = identity
+            opened = Opened()
+        else:
+            await trio.to_thread.run_sync(self._stores.remember, identity)
+        previous = self._registry.owner
+        replaced = await self._registry.rebind(opened)
+        self._invalidation.server_changed(replaced)
+        if self._watcher.value is not None:
+            self._registry.remember_default(self._watcher.value, self._watcher.presets)
+        if opened.owner is not None:
+            log.info("showing the %d saved queries of %s%s", len(opened.state.queries),
+                     identity.label, "" if previous is None else
+                     f" (it answers at this address now, instead of {previous.label})")
 
     # -- listings -------------------------------------------------------------------------
 
@@ -118,6 +164,7 @@ class QueryService:
         the creation-time probe may lower (never below the server default)."""
         if self._registry.find(path) is not None:
             raise QueryExists("/".join(path))
+        self._registry.check_bound(path)
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
         if auto_adjustable(query.threshold):

@@ -74,6 +74,13 @@ async def _check_credentials(client: KgApiClient, api_url: str, timeout: float
         return None
 
 
+async def first_look(client: KgApiClient, stores: ServerStores, timeout: float) -> Opened:
+    """What a mount does as it starts: check its credentials (``CredentialsRejected``),
+    and open the saved queries of the server that answers (``open_queries``)."""
+    seen = await _check_credentials(client, client.api_url, timeout)
+    return await open_queries(stores, seen)
+
+
 async def open_queries(stores: ServerStores, seen: Epoch | None) -> Opened:
     """The saved queries a mount starts with: those of the server that answered
     (``seen``), else of the server its address last was; said in the log."""
@@ -152,9 +159,7 @@ async def _serve(options: MountOptions, stores: ServerStores) -> None:
                          timeout=options.request_timeout,
                          reread_credentials=options.connection.reread)
     try:
-        seen = await _check_credentials(client, options.connection.api_url,
-                                        options.probe_timeout)
-        opened = await open_queries(stores, seen)
+        opened = await first_look(client, stores, options.probe_timeout)
     except BaseException:
         await client.aclose()
         raise

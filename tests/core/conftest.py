@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.fs.mount import assemble, open_queries
+from kg_fuse.fs.mount import assemble, first_look
 from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.server.api.app import create_app
 from kg_fuse.server.api.auth import ensure_credentials, token_ttl
@@ -99,7 +99,7 @@ async def core(request: pytest.FixtureRequest, server_app: ServerApp, tmp_path: 
         async with app.router.lifespan_context(app):  # as uvicorn runs it: the job worker
             stores = ServerStores(tmp_path / "mount-state", API_URL)
             ops = assemble(options, client, stores,  # as a mount starts: whose queries
-                           await open_queries(stores, await client.epoch()))
+                           await first_look(client, stores, 5.0))
             kernel = install_fake_kernel(monkeypatch, ops)
             yield Core(ops, FsDriver(ops), kernel, client, server_app,
                        tmp_path / "mount-state")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.fs.mount import assemble, open_queries
+from kg_fuse.fs.mount import assemble, first_look
 from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.listing.execute import execute
 from kg_fuse.listing.plan import Level, QueryPlan
@@ -180,7 +180,7 @@ async def test_queries_and_overrides_survive_a_remount(core: Core) -> None:
     await core.service.save_if_dirty()  # what unmounting does
     stores = ServerStores(core.state_dir, API_URL)
     again = FsDriver(assemble(mount_options(), core.client, stores,
-                              await open_queries(stores, await core.client.epoch())))
+                              await first_look(core.client, stores, 5.0)))
     assert sorted(await again.listdir()) == ["bz2 files@0.7", "json parsing", "ontology"]
     threshold = (await again.read("json parsing/.meta/threshold")).decode()
     assert threshold.splitlines()[-1] == "0.55"

@@ -435,4 +435,18 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{paths.command_line('unmount', mountpoint)}")
         return 1
     print(f"{mountpoint}: {state}")
+    if state == "mounted" and (owner := _queries_owner(mountpoint)) is not None:
+        print(f"saved queries: those of {owner}")
     return 0 if state == "mounted" else 1
+
+
+def _queries_owner(mountpoint: Path) -> str | None:
+    """Whose saved queries the mount at ``mountpoint`` shows: the server its address
+    last was (None: not known yet, or a mount made by an earlier kg-fuse)."""
+    from kg_fuse.fs.queries.servers import ServerStores
+
+    recorded = recorded_server(mountpoint)
+    if recorded is None:
+        return None
+    last = ServerStores(paths.mount_state_dir(mountpoint), recorded[0]).last_seen()
+    return last.label if last is not None else None

@@ -20,7 +20,7 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble, first_look
 from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.server.api.app import create_app
-from kg_fuse.server.api.auth import ensure_credentials, token_ttl
+from kg_fuse.server.api.auth import ensure_credentials, token_ttl, write_credentials
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
@@ -65,6 +65,18 @@ def _start_app(small_store: Path, embedder: Embedder, root: Path) -> Iterator[Se
         yield ServerApp(create_app(graph, token_ttl(None)), graph, credentials)
     finally:
         store.close()
+
+
+@pytest.fixture
+def other_server_app(server_app: ServerApp, embedder: Embedder, tmp_path: Path
+                     ) -> Iterator[ServerApp]:
+    """Another server: ``server_app``'s data directory copied to another place (so
+    another server, with an identity of its own) and started with the same clients."""
+    source = tmp_path / "copied-from-a.sqlite3"
+    server_app.graph.store.copy_to(source)
+    root = tmp_path / "other-server"
+    write_credentials(root / "server-credentials.json", API_URL, server_app.credentials)
+    yield from _start_app(source, embedder, root)
 
 
 @pytest.fixture(scope="session")

@@ -161,6 +161,7 @@ class ServerStores:
         ``QueryStore.load`` does."""
         if identity is None:
             return Opened()
+        owner_only.create_dir(self.directory / "servers")  # saved search texts: owner only
         store = self.store(identity)
         legacy = self.legacy()
         if legacy is not None and not store.path.exists():

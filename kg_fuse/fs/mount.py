@@ -86,9 +86,10 @@ async def open_queries(stores: ServerStores, seen: Epoch | None) -> Opened:
     (``seen``), else of the server its address last was; said in the log."""
     opened = await trio.to_thread.run_sync(stores.open_for, seen is not None,
                                            seen.server_id if seen is not None else None)
-    if opened.owner is None:
-        log.warning("no server answers at %s and none ever did at this mountpoint: saved "
-                    "queries are shown once it answers", stores.address)
+    if opened.provisional:
+        log.info("no server answers at %s, and none ever did at this mountpoint: the %d "
+                 "saved queries made meanwhile go to the first server that answers",
+                 stores.address, len(opened.state.queries))
     else:
         log.info("showing the %d saved queries of %s%s", len(opened.state.queries),
                  opened.owner.label, "" if seen is not None else

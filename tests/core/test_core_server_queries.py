@@ -10,14 +10,12 @@ only stand-in, for fault injection: which server answers at the address, or none
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
-import pyfuse3
 import pytest
 
 from kg_fuse.client.api import KgApiClient
@@ -123,30 +121,35 @@ async def test_the_queries_follow_the_server_that_answers_while_mounted(
 
 async def test_a_mount_started_with_its_server_down_never_mixes_queries(
         core: Core, other: ServerApp) -> None:
-    """Never seen at this address: no queries, and ``mkdir`` says try again (EAGAIN)
-    rather than saving for an unknown server, until it answers. Seen before: its
-    queries, until another server answers there."""
+    """No server ever answered at this address: queries made meanwhile are kept for the
+    address, and the first server that answers gets them. One answered before: queries
+    made while it is down are its own, and stay its own when another server answers."""
     state_dir = core.state_dir.with_name("never-seen")
+    stores = ServerStores(state_dir, API_URL)
     switchboard = Switchboard(None)
     async with mounted(core, switchboard, state_dir) as ops:
-        fs = FsDriver(ops)
-        assert await fs.listdir() == ["ontology"]
-        with pytest.raises(pyfuse3.FUSEError) as refused:
-            await fs.mkdir("json parsing")
-        assert refused.value.errno == errno.EAGAIN
-        switchboard.app = core.server
-        await poll(ops)
-        await fs.mkdir("json parsing")
-    switchboard.app = None
-    async with mounted(core, switchboard, state_dir) as ops:  # down: the one seen last
+        await FsDriver(ops).mkdir("json parsing")
+    async with mounted(core, switchboard, state_dir) as ops:  # still down: still there
         fs = FsDriver(ops)
         assert sorted(await fs.listdir()) == ["json parsing", "ontology"]
+        await fs.write("json parsing/.meta/threshold", b"0.55\n")
+        switchboard.app = core.server  # A answers: they are A's now
+        await poll(ops)
+        assert sorted(await fs.listdir()) == ["json parsing", "ontology"]
+        assert await threshold(fs, "json parsing") == "0.55"
+    a_store = stores.store(stores.identify(core.server.graph.store.server_id()))
+    assert list(a_store.load().queries) == ["json parsing"]
+    assert not stores.store(stores.identify(None)).path.exists()  # none left for the address
+
+    switchboard.app = None
+    async with mounted(core, switchboard, state_dir) as ops:  # down: A, seen last
+        fs = FsDriver(ops)
+        assert sorted(await fs.listdir()) == ["json parsing", "ontology"]
+        await fs.mkdir("gzip")  # A's, though A is down
         switchboard.app = other  # another server answers there now
         await poll(ops)
         assert await fs.listdir() == ["ontology"]
-    stores = ServerStores(state_dir, API_URL)
-    a_store = stores.store(stores.identify(core.server.graph.store.server_id()))
-    assert list(a_store.load().queries) == ["json parsing"]  # kept, as A's
+    assert sorted(a_store.load().queries) == ["gzip", "json parsing"]  # kept, as A's
 
 
 async def test_an_earlier_kg_fuse_s_queries_go_to_the_first_server_reached_once(

@@ -23,7 +23,7 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries.servers import Opened, ServerStores
+from kg_fuse.fs.queries.servers import ServerStores
 from tests.helpers.core import API_URL, mount_options
 from tests.helpers.driver import FsDriver, install_fake_kernel
 from tests.helpers.platform_scenarios import POLL_INTERVAL, Names, PlatformControl, T
@@ -64,9 +64,9 @@ class ReplayPlatform(PlatformControl):
                              transport=self.replay.transport(who))
         self.clients.append(client)
         stores = ServerStores(self.root / f"mount-state-{len(self.mounts)}", API_URL)
-        # whose queries: learned by the first poll, below (a mount asks the epoch as it
-        # starts and as it polls: the recording holds the one answer)
-        ops = assemble(options, client, stores, Opened())
+        # whose queries: the address's until the first poll, below, hears the platform
+        # (a mount asks the epoch as it starts and as it polls: the recording holds one)
+        ops = assemble(options, client, stores, stores.open_for(False, None))
         install_fake_kernel(self.monkeypatch, ops)
         self.mounts.append(ops)
         self.nursery.start_soon(ops.tree.ingest.run)

@@ -35,6 +35,7 @@ from kg_fuse.fs.queries.saved import (
     QueryPath,
     SavedQuery,
     StoreCorrupt,
+    StoreState,
     parse_query_dir_name,
 )
 from kg_fuse.fs.queries.servers import Opened, ServerIdentity, ServerStores
@@ -55,7 +56,6 @@ class QueryService:
                  stores: ServerStores) -> None:
         self._registry = registry
         self._stores = stores
-        self._refused: ServerIdentity | None = None  # its store is unreadable: said once
         self._planner = planner
         self._listings = listings
         self._states: QueryStates = listings.states
@@ -85,38 +85,49 @@ class QueryService:
         await self._registry.save_if_dirty()
 
     @property
-    def owner(self) -> ServerIdentity | None:
-        """The server whose saved queries the mount shows (None: none answered yet)."""
+    def owner(self) -> ServerIdentity:
+        """The server whose saved queries the mount shows (its address, while none
+        answered yet)."""
         return self._registry.owner
 
     async def follow_server(self) -> None:
         """After a look at the server: if the server answering is not the one whose
-        queries the mount shows (it answered for the first time, or another server now
-        answers at this address), show that server's queries instead, and remember
-        which server the address is."""
+        queries the mount shows (another server answers at this address now), show that
+        server's queries instead; the first server to answer also gets the queries
+        made before it did. Remembers which server the address is."""
         if not self._watcher.answering:
             return
         identity = self._stores.identify(self._watcher.server_id)
-        if identity == self._registry.owner:
+        registry = self._registry
+        if identity == registry.owner:
+            if registry.provisional:  # the server known by its address answered
+                registry.confirm()
+                await trio.to_thread.run_sync(self._stores.remember, identity)
             return
         try:
             opened = await trio.to_thread.run_sync(self._stores.open, identity)
         except (StoreCorrupt, OSError) as exc:
-            if self._refused != identity:
-                log.error("the saved queries of %s cannot be shown: %s", identity.label, exc)
-                self._refused = identity
-            opened = Opened()
+            log.error("the saved queries of %s cannot be shown: %s", identity.label, exc)
+            opened = Opened(identity, None)
         else:
             await trio.to_thread.run_sync(self._stores.remember, identity)
-        previous = self._registry.owner
-        replaced = await self._registry.rebind(opened)
+        previous = registry.owner
+        provisional = registry.provisional and opened.store is not None
+        provisional_store, made_meanwhile = registry.store, registry.state
+        clashes = self._stores.adopt(made_meanwhile, opened) if provisional else []
+        replaced = await registry.rebind(opened)  # no await since ``adopt``: none missed
         self._invalidation.server_changed(replaced)
         if self._watcher.value is not None:
-            self._registry.remember_default(self._watcher.value, self._watcher.presets)
-        if opened.owner is not None:
-            log.info("showing the %d saved queries of %s%s", len(opened.state.queries),
-                     identity.label, "" if previous is None else
-                     f" (it answers at this address now, instead of {previous.label})")
+            registry.remember_default(self._watcher.value, self._watcher.presets)
+        if provisional and provisional_store is not None:
+            left = StoreState(queries={k: made_meanwhile.queries[k] for k in clashes})
+            await trio.to_thread.run_sync(self._stores.settle_provisional,
+                                          provisional_store, left)
+            await registry.save()
+        log.info("showing the %d saved queries of %s (%s)", len(opened.state.queries),
+                 identity.label, "the first server to answer at this address" if
+                 provisional else f"it answers at this address now, instead of "
+                                  f"{previous.label}")
 
     # -- listings -------------------------------------------------------------------------
 

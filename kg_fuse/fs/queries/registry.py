@@ -36,9 +36,10 @@ class QueryNotEmpty(NotEmpty):
     """The query still has nested queries."""
 
 
-class ServerUnknown(TryAgain):
-    """No server has answered this mount yet, so there is no server to save a query
-    for (it would be saved for the wrong one)."""
+class StoreHeld(TryAgain):
+    """The server that answers has a saved-query store this mount could not read (it
+    was set aside): nothing is saved for it until a mount settles that (the refusal
+    the next ``kg-fuse mount`` prints says how)."""
 
 
 class QueryRegistry:
@@ -46,9 +47,10 @@ class QueryRegistry:
     to (inside a trio run: it makes a trio lock)."""
 
     def __init__(self, opened: Opened) -> None:
-        self.owner: ServerIdentity | None = opened.owner
+        self.owner: ServerIdentity = opened.owner
         self.store: QueryStore | None = opened.store
         self.state = opened.state
+        self.provisional = opened.provisional  # no server answered yet: see ``servers``
         self._save_lock = trio.Lock()
         self._dirty = False
         self._children: dict[str, set[str]] = {}
@@ -104,9 +106,10 @@ class QueryRegistry:
     # -- changing (persisted before it returns, but for ``replace``) ------------------
 
     def check_bound(self, path: QueryPath) -> None:
-        """A query can be saved only for a known server (``ServerUnknown`` otherwise)."""
+        """A query can be saved only where its server's store could be read."""
         if self.store is None:
-            raise ServerUnknown(f"no server has answered yet: {query_key(path)!r} not saved")
+            raise StoreHeld(f"the saved queries of {self.owner.label} are unreadable: "
+                            f"{query_key(path)!r} not saved")
 
     async def add(self, query: SavedQuery) -> None:
         self.check_bound(query.path)
@@ -165,17 +168,24 @@ class QueryRegistry:
             if store is not None:
                 await trio.to_thread.run_sync(store.save, snapshot)
 
+    def confirm(self) -> None:
+        """The server answered as the owner taken provisionally (known by its address)."""
+        self.provisional = False
+
     async def rebind(self, opened: Opened) -> list[SavedQuery]:
         """Another server answers: its queries replace these (at once, before any
-        await), which are saved to their own store. Returns the queries replaced."""
+        await), which are saved to their own store. Returns the queries replaced (not
+        one the new ones hold as it is)."""
         old_store, old_state = self.store, self.state
         self.owner, self.store, self.state = opened.owner, opened.store, opened.state
+        self.provisional = opened.provisional
         self._reindex()
         self._dirty = False
         async with self._save_lock:  # after any save under way of the old ones
             if old_store is not None:
                 await trio.to_thread.run_sync(old_store.save, _snapshot(old_state))
-        return list(old_state.queries.values())
+        return [query for key, query in old_state.queries.items()
+                if self.state.queries.get(key) != query]
 
     async def save_if_dirty(self) -> None:
         if self._dirty:

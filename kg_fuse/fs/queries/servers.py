@@ -6,9 +6,10 @@ queries, not the last one's. A server is who it says it is: the embedded server 
 an identity in its epoch response (made once per data directory); a server that reports
 none (the platform) is known by its normalised address. Which server each address last
 was is remembered (``servers.json``), so a mount started while its server is down shows
-that server's queries; a mount that never saw its address answer shows none until it
-does. The single store of an earlier kg-fuse (``queries.toml`` beside the servers) is
-given, once, to the first server the mount reaches, and kept as
+that server's queries. A mount that never saw its address answer keeps the queries made
+meanwhile for the address, provisionally: the first server that answers gets them
+(``adopt``). The single store of an earlier kg-fuse (``queries.toml`` beside the
+servers) is given, once, to the first server the mount reaches, and kept as
 ``queries.toml.before-servers``.
 """
 
@@ -72,12 +73,14 @@ def identify(api_url: str, server_id: str | None) -> ServerIdentity:
 
 @dataclass
 class Opened:
-    """The queries a mount shows: ``owner``'s, from ``store``; or, with ``owner`` None,
-    none yet (the server never answered at this address)."""
+    """The queries a mount shows: ``owner``'s, from ``store``. ``provisional``: no
+    server answered yet, so ``owner`` is the address, and the first server that
+    answers gets them."""
 
-    owner: ServerIdentity | None = None
-    store: QueryStore | None = None
+    owner: ServerIdentity
+    store: QueryStore | None  # None: its store is unreadable (set aside): none shown
     state: StoreState = field(default_factory=StoreState)
+    provisional: bool = False
 
 
 class ServerStores:
@@ -155,12 +158,10 @@ class ServerStores:
             return QueryStore(folder)
         return None
 
-    def open(self, identity: ServerIdentity | None) -> Opened:
-        """``identity``'s queries (none while it is None), the earlier kg-fuse's store
-        migrated to it first. Blocking (call from a thread); raises ``StoreCorrupt`` as
-        ``QueryStore.load`` does."""
-        if identity is None:
-            return Opened()
+    def open(self, identity: ServerIdentity, provisional: bool = False) -> Opened:
+        """``identity``'s queries, the earlier kg-fuse's store migrated to it first.
+        Blocking (call from a thread); raises ``StoreCorrupt`` as ``QueryStore.load``
+        does."""
         owner_only.create_dir(self.directory / "servers")  # saved search texts: owner only
         store = self.store(identity)
         legacy = self.legacy()
@@ -172,18 +173,45 @@ class ServerStores:
                         "server's were kept apart, now belong to %s; the earlier file is "
                         "kept as %s", len(state.queries), identity.label,
                         self.directory / MIGRATED)
-            return Opened(identity, store, state)
+            return Opened(identity, store, state, provisional)
         if legacy is not None:
             log.warning("%s was not migrated: %s has its own saved queries already",
                         legacy.path, identity.label)
-        return Opened(identity, store, store.load())
+        return Opened(identity, store, store.load(), provisional)
 
     def open_for(self, answered: bool, server_id: str | None) -> Opened:
         """What a mount starts with: the queries of the server that answered (it
         reported ``server_id``); if it did not answer, of the server this address last
-        was; else none yet. Blocking (call from a thread)."""
-        identity = self.identify(server_id) if answered else self.last_seen()
-        opened = self.open(identity)
-        if identity is not None:
+        was; if none ever did, the address's, provisionally. Blocking (call from a
+        thread)."""
+        last = None if answered else self.last_seen()
+        if answered or last is not None:
+            identity = self.identify(server_id) if answered else last
+            assert identity is not None
+            opened = self.open(identity)
             self.remember(identity)
-        return opened
+            return opened
+        return self.open(self.identify(None), provisional=True)
+
+    @staticmethod
+    def adopt(provisional: StoreState, opened: Opened) -> list[str]:
+        """The first server that answered (``opened``) gets the queries made before it
+        did, but for a name it holds already: those keys are returned (they stay in
+        the provisional store)."""
+        clashes = []
+        for key, query in provisional.queries.items():
+            if key in opened.state.queries:
+                clashes.append(key)
+            else:
+                opened.state.queries[key] = query
+        return clashes
+
+    def settle_provisional(self, store: QueryStore, left: StoreState) -> None:
+        """After ``adopt``: the provisional store keeps only what was left (blocking)."""
+        if left.queries:
+            store.save(left)
+            log.warning("%d saved queries made before the server answered clash with "
+                        "its own and were not added (kept in %s): %s", len(left.queries),
+                        store.path, ", ".join(sorted(left.queries)))
+        else:
+            store.path.unlink(missing_ok=True)

@@ -55,7 +55,8 @@ def _commands() -> list[Command]:
             "mount", help="mount saved queries at MOUNTPOINT",
             description="""Mount the saved-query filesystem at MOUNTPOINT, an empty directory.
             Without --foreground it returns once the mount is ready (or failed, with the
-            reason). Saved queries persist per mountpoint. Needs a server: 'kg-fuse server
+            reason). Saved queries persist per mountpoint and per server: another server
+            mounted there shows its own. Needs a server: 'kg-fuse server
             start' for the embedded one, or --api-url.""",
             handler=cmd_mount, options=[
                 option("mountpoint", type=Path, help="an existing, empty directory"),
@@ -64,7 +65,7 @@ def _commands() -> list[Command]:
                 option("--data-dir", type=Path, metavar="DIR",
                        help="mount the embedded server started with this --data-dir, with "
                             "the credentials it wrote there (default: the server on "
-                            f"{paths.data_dir()}); saved queries stay where they are"),
+                            f"{paths.data_dir()}); each server's saved queries are its own"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
                 option("--client-secret-file", type=Path,
                        help="file holding the OAuth client secret (use with --client-id)"),

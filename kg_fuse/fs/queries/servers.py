@@ -41,7 +41,7 @@ class ServerIdentity:
     ``url:<normalised address>``; ``label`` says it to people."""
 
     key: str
-    label: str
+    label: str = field(compare=False)  # the address in it may vary: the key decides
 
     @property
     def folder(self) -> str:

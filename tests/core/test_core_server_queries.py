@@ -79,6 +79,7 @@ async def test_another_server_at_the_same_mountpoint_shows_its_own_queries(
         core: Core, other: ServerApp) -> None:
     """A's query and override stay A's: B at the same address and mountpoint shows
     none of them, and ``mkdir`` of the same name there succeeds; A's come back with A."""
+    await poll(core.ops)  # the mount hears A
     await core.fs.mkdir("json parsing")
     await core.fs.write("json parsing/.meta/threshold", b"0.55\n")
     await core.service.save_if_dirty()  # what unmounting does

@@ -76,3 +76,16 @@ def test_queries_made_before_any_server_answered_never_overwrite_its_own(
     stores.settle_provisional(provisional.store,
                               StoreState({"gzip": provisional.state.queries["gzip"]}))
     assert list(provisional.store.load().queries) == ["gzip"]  # kept, not lost
+
+
+def test_a_mount_that_never_heard_its_server_leaves_its_queries_to_the_next_that_does(
+        tmp_path: Path) -> None:
+    stores = ServerStores(tmp_path, "http://127.0.0.1:8765")
+    early = stores.open_for(answered=False, server_id=None)  # unmounted before it answered
+    assert early.store is not None
+    early.store.save(StoreState({"tar": SavedQuery(("tar",), "tar", 0.3)}))
+    opened = stores.open_for(answered=True, server_id="abc")
+    assert list(opened.state.queries) == ["tar"]
+    assert list(stores.store(stores.identify("abc")).load().queries) == ["tar"]
+    assert not early.store.path.exists()
+    assert stores.open_for(answered=True, server_id="xyz").state.queries == {}  # not twice

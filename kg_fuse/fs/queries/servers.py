@@ -184,14 +184,31 @@ class ServerStores:
         reported ``server_id``); if it did not answer, of the server this address last
         was; if none ever did, the address's, provisionally. Blocking (call from a
         thread)."""
-        last = None if answered else self.last_seen()
-        if answered or last is not None:
-            identity = self.identify(server_id) if answered else last
-            assert identity is not None
-            opened = self.open(identity)
-            self.remember(identity)
-            return opened
-        return self.open(self.identify(None), provisional=True)
+        last = self.last_seen()
+        address = self.identify(None)
+        if not answered and last is None:
+            return self.open(address, provisional=True)
+        identity = self.identify(server_id) if answered else last
+        assert identity is not None
+        opened = self.open(identity)
+        if last is None and identity != address and opened.store is not None:
+            self._adopt_saved(address, opened)  # made while no server ever answered
+        self.remember(identity)
+        return opened
+
+    def _adopt_saved(self, address: ServerIdentity, opened: Opened) -> None:
+        """``adopt``, of the provisional store on disk (an earlier mount's), if any."""
+        provisional = self.store(address)
+        if not provisional.path.exists():
+            return
+        made = provisional.load()
+        clashes = self.adopt(made, opened)
+        assert opened.store is not None
+        opened.store.save(opened.state)
+        self.settle_provisional(provisional, StoreState(
+            queries={k: made.queries[k] for k in clashes}))
+        log.info("%d saved queries made before any server answered at %s now belong to %s",
+                 len(made.queries) - len(clashes), self.address, opened.owner.label)
 
     @staticmethod
     def adopt(provisional: StoreState, opened: Opened) -> list[str]:

@@ -175,7 +175,7 @@ class QueryService:
         the creation-time probe may lower (never below the server default)."""
         if self._registry.find(path) is not None:
             raise QueryExists("/".join(path))
-        self._registry.check_bound(path)
+        self._registry.check_writable(path)
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
         if auto_adjustable(query.threshold):

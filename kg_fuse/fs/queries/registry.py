@@ -105,14 +105,14 @@ class QueryRegistry:
 
     # -- changing (persisted before it returns, but for ``replace``) ------------------
 
-    def check_bound(self, path: QueryPath) -> None:
+    def check_writable(self, path: QueryPath) -> None:
         """A query can be saved only where its server's store could be read."""
         if self.store is None:
             raise StoreHeld(f"the saved queries of {self.owner.label} are unreadable: "
                             f"{query_key(path)!r} not saved")
 
     async def add(self, query: SavedQuery) -> None:
-        self.check_bound(query.path)
+        self.check_writable(query.path)
         if query.key in self.state.queries:  # created concurrently (e.g. while probing)
             raise QueryExists(query.key)
         self.state.queries[query.key] = query

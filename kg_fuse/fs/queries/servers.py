@@ -29,7 +29,6 @@ from kg_fuse.fs.queries.saved import QueryStore, StoreState
 
 log = logging.getLogger(__name__)
 
-LEGACY_STORE = "queries.toml"  # one store per mountpoint, before stores per server
 MIGRATED = "queries.toml.before-servers"  # the legacy store, kept once it was migrated
 SEEN_FILE = "servers.json"
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -10,12 +10,14 @@ only stand-in, for fault injection: which server answers at the address, or none
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+import pyfuse3
 import pytest
 
 from kg_fuse.client.api import KgApiClient
@@ -174,3 +176,29 @@ async def test_an_earlier_kg_fuse_s_queries_go_to_the_first_server_reached_once(
         assert await FsDriver(ops).listdir() == ["ontology"]
     async with mounted(core, Switchboard(core.server), state_dir) as ops:
         assert await threshold(FsDriver(ops), "gzip") == "0.42"
+
+
+async def test_a_server_whose_saved_queries_are_unreadable_gets_none_and_mixes_none(
+        core: Core, other: ServerApp) -> None:
+    """B answers while mounted, but B's store here does not parse: none of A's queries
+    are shown against B, ``mkdir`` says try again (EAGAIN) instead of saving over B's
+    store, which is set aside, and A's stay A's."""
+    state_dir = core.state_dir.with_name("unreadable")
+    stores = ServerStores(state_dir, API_URL)
+    async with mounted(core, Switchboard(other), state_dir) as ops:
+        await FsDriver(ops).mkdir("gzip")
+        b_store = stores.store(ops.service.owner)
+    b_store.path.write_bytes(b"version = 1\n[[queries]\nname = \"gzip\n")
+    switchboard = Switchboard(core.server)
+    async with mounted(core, switchboard, state_dir) as ops:
+        fs = FsDriver(ops)
+        await fs.mkdir("json parsing")
+        switchboard.app = other
+        await poll(ops)
+        assert await fs.listdir() == ["ontology"]
+        with pytest.raises(pyfuse3.FUSEError) as refused:
+            await fs.mkdir("tar")
+        assert refused.value.errno == errno.EAGAIN
+    assert len(b_store.set_aside()) == 1 and not b_store.path.exists()
+    a_store = stores.store(stores.identify(core.server.graph.store.server_id()))
+    assert list(a_store.load().queries) == ["json parsing"]

@@ -104,13 +104,12 @@ class QueryService:
                 registry.confirm()
                 await trio.to_thread.run_sync(self._stores.remember, identity)
             return
+        await trio.to_thread.run_sync(self._stores.remember, identity)
         try:
             opened = await trio.to_thread.run_sync(self._stores.open, identity)
         except (StoreCorrupt, OSError) as exc:
             log.error("the saved queries of %s cannot be shown: %s", identity.label, exc)
             opened = Opened(identity, None)
-        else:
-            await trio.to_thread.run_sync(self._stores.remember, identity)
         previous = registry.owner
         provisional = registry.provisional and opened.store is not None
         provisional_store, made_meanwhile = registry.store, registry.state

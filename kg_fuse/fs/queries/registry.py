@@ -176,14 +176,18 @@ class QueryRegistry:
         """Another server answers: its queries replace these (at once, before any
         await), which are saved to their own store. Returns the queries replaced (not
         one the new ones hold as it is)."""
-        old_store, old_state = self.store, self.state
+        old_owner, old_store, old_state = self.owner, self.store, self.state
         self.owner, self.store, self.state = opened.owner, opened.store, opened.state
         self.provisional = opened.provisional
         self._reindex()
         self._dirty = False
         async with self._save_lock:  # after any save under way of the old ones
             if old_store is not None:
-                await trio.to_thread.run_sync(old_store.save, _snapshot(old_state))
+                try:
+                    await trio.to_thread.run_sync(old_store.save, _snapshot(old_state))
+                except OSError as exc:  # the mount goes on with the new server's
+                    log.error("could not save the saved queries of %s to %s: %s",
+                              old_owner.label, old_store.path, exc)
         return [query for key, query in old_state.queries.items()
                 if self.state.queries.get(key) != query]
 

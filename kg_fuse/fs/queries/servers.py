@@ -117,16 +117,22 @@ class ServerStores:
         return ServerIdentity(entry["key"], entry["label"]) if entry else None
 
     def remember(self, identity: ServerIdentity) -> None:
-        """This address answered as ``identity`` (blocking: call from a thread)."""
+        """This address answered as ``identity`` (blocking: call from a thread). A
+        failure to write it is logged, not raised: the next answer says it again."""
         seen = self._seen()
         if seen.get(self.address) == {"key": identity.key, "label": identity.label}:
             return
         seen[self.address] = {"key": identity.key, "label": identity.label}
-        owner_only.create_dir(self.directory)
         tmp = self._seen_path.with_name(f".{SEEN_FILE}.{os.getpid()}.tmp")
-        with open(owner_only.open_private(tmp, append=False), "w", encoding="utf-8") as f:
-            f.write(json.dumps({"addresses": seen}, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, self._seen_path)
+        try:
+            owner_only.create_dir(self.directory)
+            with open(owner_only.open_private(tmp, append=False), "w",
+                      encoding="utf-8") as f:
+                f.write(json.dumps({"addresses": seen}, indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, self._seen_path)
+        except OSError as exc:
+            log.warning("could not record which server %s is in %s: %s", self.address,
+                        self._seen_path, exc)
 
     # -- the stores ----------------------------------------------------------------------
 
@@ -189,10 +195,10 @@ class ServerStores:
             return self.open(address, provisional=True)
         identity = self.identify(server_id) if answered else last
         assert identity is not None
+        self.remember(identity)  # first: a refusal's choices then act on its store
         opened = self.open(identity)
-        if last is None and identity != address and opened.store is not None:
+        if last is None and identity != address:
             self._adopt_saved(address, opened)  # made while no server ever answered
-        self.remember(identity)
         return opened
 
     def _adopt_saved(self, address: ServerIdentity, opened: Opened) -> None:
@@ -202,7 +208,7 @@ class ServerStores:
             return
         made = provisional.load()
         clashes = self.adopt(made, opened)
-        assert opened.store is not None
+        assert opened.store is not None  # ``open`` returns one
         opened.store.save(opened.state)
         self.settle_provisional(provisional, StoreState(
             queries={k: made.queries[k] for k in clashes}))
@@ -223,11 +229,15 @@ class ServerStores:
         return clashes
 
     def settle_provisional(self, store: QueryStore, left: StoreState) -> None:
-        """After ``adopt``: the provisional store keeps only what was left (blocking)."""
-        if left.queries:
-            store.save(left)
-            log.warning("%d saved queries made before the server answered clash with "
-                        "its own and were not added (kept in %s): %s", len(left.queries),
-                        store.path, ", ".join(sorted(left.queries)))
-        else:
-            store.path.unlink(missing_ok=True)
+        """After ``adopt``: the provisional store keeps only what was left (blocking;
+        the server's own store holds the rest already)."""
+        try:
+            if left.queries:
+                store.save(left)
+                log.warning("%d saved queries made before the server answered clash with "
+                            "its own and were not added (kept in %s): %s",
+                            len(left.queries), store.path, ", ".join(sorted(left.queries)))
+            else:
+                store.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not tidy %s: %s", store.path, exc)

@@ -65,17 +65,18 @@ def test_queries_made_before_any_server_answered_never_overwrite_its_own(
     provisional = stores.open_for(answered=False, server_id=None)
     assert provisional.provisional and provisional.store is not None
     provisional.state.queries.update({
+        "gzip/levels": SavedQuery(("gzip", "levels"), "levels"),  # in the clashing one
         "gzip": SavedQuery(("gzip",), "gzip", 0.9),
         "tar": SavedQuery(("tar",), "tar"),
     })
     opened = stores.open(server)
     clashes = stores.adopt(provisional.state, opened)
-    assert clashes == ["gzip"]
+    assert clashes == ["gzip", "gzip/levels"]
     assert opened.state.queries["gzip"].threshold == 0.5  # its own stays
-    assert "tar" in opened.state.queries
-    stores.settle_provisional(provisional.store,
-                              StoreState({"gzip": provisional.state.queries["gzip"]}))
-    assert list(provisional.store.load().queries) == ["gzip"]  # kept, not lost
+    assert sorted(opened.state.queries) == ["gzip", "tar"]
+    stores.settle_provisional(provisional.store, StoreState(
+        {k: provisional.state.queries[k] for k in clashes}))
+    assert sorted(provisional.store.load().queries) == clashes  # kept, not lost
 
 
 def test_a_mount_that_never_heard_its_server_leaves_its_queries_to_the_next_that_does(

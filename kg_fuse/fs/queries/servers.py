@@ -218,11 +218,12 @@ class ServerStores:
     @staticmethod
     def adopt(provisional: StoreState, opened: Opened) -> list[str]:
         """The first server that answered (``opened``) gets the queries made before it
-        did, but for a name it holds already: those keys are returned (they stay in
+        did, but for a name it holds already, and what is nested in such a one (it
+        would narrow the server's query instead): those keys are returned (they stay in
         the provisional store)."""
-        clashes = []
-        for key, query in provisional.queries.items():
-            if key in opened.state.queries:
+        clashes: list[str] = []
+        for key, query in sorted(provisional.queries.items(), key=lambda kq: len(kq[1].path)):
+            if key in opened.state.queries or query.parent_key in clashes:
                 clashes.append(key)
             else:
                 opened.state.queries[key] = query

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ UNANSWERED_LOOKS = 2
 NOT_ANSWERING = (errors.ServerTimeout, errors.ServerUnreachable)
 TOKEN_REFRESH_MARGIN = 60.0
 TOKEN_PATH = "/auth/oauth/token"
+SERVER_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")  # what a reported identity may be
 POOL_SIZE = 16  # connections to the server at most, all kept alive
 
 
@@ -71,11 +73,13 @@ class SearchRequest:
 @dataclass(frozen=True)
 class Epoch:
     """The server's content epoch, and the search default with its presets where the
-    server publishes them beside it (ours does; the platform does not: None)."""
+    server publishes them beside it (ours does; the platform does not: None), and the
+    server's identity where it reports one (ours does; the platform does not: None)."""
 
     epoch: int
     default_threshold: float | None = None
     threshold_presets: dict[str, float] | None = None
+    server_id: str | None = None
 
 
 def path_segment(value: str) -> str:
@@ -158,7 +162,8 @@ class KgApiClient:
         usable = isinstance(default, int | float) and not isinstance(default, bool) \
             and 0.0 <= default <= 1.0
         return Epoch(raw["epoch"], float(default) if usable else None,
-                     threshold_presets(raw.get("threshold_presets")))
+                     threshold_presets(raw.get("threshold_presets")),
+                     _server_id(raw.get("server_id")))
 
     async def admin_default_threshold(
         self, timeout: float | None = None
@@ -288,6 +293,13 @@ class KgApiClient:
         except httpx.HTTPError as exc:
             raise errors.ServerUnreachable(f"{method} {path}: {exc!r}",
                                            method=method, path=path) from None
+
+
+def _server_id(value: Any) -> str | None:
+    """A reported identity, if it is one (a short token); anything else is ignored."""
+    if isinstance(value, str) and SERVER_ID.fullmatch(value):
+        return value
+    return None
 
 
 def _decode(method: str, path: str, response: httpx.Response) -> Any:

@@ -14,7 +14,7 @@ import trio
 
 from kg_fuse import paths
 from kg_fuse.client import errors
-from kg_fuse.client.api import KgApiClient
+from kg_fuse.client.api import Epoch, KgApiClient
 from kg_fuse.client.credentials import Connection
 from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.kernel import mounts
@@ -28,7 +28,7 @@ from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.results import ResultCache
-from kg_fuse.fs.queries.saved import QueryStore, StoreState
+from kg_fuse.fs.queries.servers import Opened, ServerStores
 from kg_fuse.fs.queries.state import QueryStates
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.attrs import Attributes
@@ -58,17 +58,43 @@ class CredentialsRejected(RuntimeError):
     """The server refused the mount's client credentials."""
 
 
-async def _check_credentials(client: KgApiClient, api_url: str, timeout: float) -> None:
+async def _check_credentials(client: KgApiClient, api_url: str, timeout: float
+                             ) -> Epoch | None:
     """Rejected credentials fail the mount now, with the server's reason, instead of
     every later ``ls`` with EACCES. A server that cannot be reached does not: the mount
-    serves what needs no server and catches up when it answers."""
+    serves what needs no server and catches up when it answers. Returns its answer
+    (None: it did not answer), which says whose saved queries to show."""
     try:
-        await client.epoch(timeout=timeout)
+        return await client.epoch(timeout=timeout)
     except errors.AuthenticationFailed as exc:
         raise CredentialsRejected(f"the server at {api_url} rejected the credentials: "
                                   f"{exc}") from None
     except errors.KgError as exc:
         log.info("the credentials could not be checked (%s); mounting anyway", exc)
+        return None
+
+
+async def first_look(client: KgApiClient, stores: ServerStores, timeout: float) -> Opened:
+    """What a mount does as it starts: check its credentials (``CredentialsRejected``),
+    and open the saved queries of the server that answers (``open_queries``)."""
+    seen = await _check_credentials(client, client.api_url, timeout)
+    return await open_queries(stores, seen)
+
+
+async def open_queries(stores: ServerStores, seen: Epoch | None) -> Opened:
+    """The saved queries a mount starts with: those of the server that answered
+    (``seen``), else of the server its address last was; said in the log."""
+    opened = await trio.to_thread.run_sync(stores.open_for, seen is not None,
+                                           seen.server_id if seen is not None else None)
+    if opened.provisional:
+        log.info("no server answers at %s, and none ever did at this mountpoint: the %d "
+                 "saved queries made meanwhile go to the first server that answers",
+                 stores.address, len(opened.state.queries))
+    else:
+        log.info("showing the %d saved queries of %s%s", len(opened.state.queries),
+                 opened.owner.label, "" if seen is not None else
+                 " (the server last seen at this address: it does not answer now)")
+    return opened
 
 
 async def _watch_signals(ready: trio.Event, stop: Callable[[], None]) -> None:
@@ -99,18 +125,20 @@ async def _watch_server(service: QueryService, interval: float) -> None:
     while True:
         service.held.tidy()
         await service.server.poll()
+        await service.follow_server()
         await service.save_if_dirty()
         await trio.sleep(interval)
 
 
-def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
-             state: StoreState) -> KgOperations:
+def assemble(options: MountOptions, client: KgApiClient, stores: ServerStores,
+             opened: Opened) -> KgOperations:
     """The filesystem's parts, made from the bottom up, each handed what it uses below
     it (no part is patched or told whom to call back once made): what a mount serves,
     and what the kernel-free tests drive without a kernel. Inside a trio run (the parts
     make trio locks)."""
     inodes, kernel = InodeTable(), KernelCache()
-    registry = QueryRegistry(store, state)
+    registry = QueryRegistry(opened)
+    state = opened.state
     states = QueryStates()
     details = ConceptDetails(client, options.max_age)
     catalog = Catalog(client)
@@ -119,7 +147,7 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
                             state.server_default_seen, state.server_presets_seen)
     listings = ResultCache(client, options.max_age, states, details)
     planner = Planner(client, registry, watcher, catalog)
-    service = QueryService(registry, planner, listings, watcher, invalidation)
+    service = QueryService(registry, planner, listings, watcher, invalidation, stores)
     ingest = IngestBox(client, service, catalog, delay=options.ingest_delay)
     tree = Tree(service, catalog, ingest, inodes, kernel, ScratchFiles(service.held.scratch),
                 Attributes(started_ns=time.time_ns()), str(options.mountpoint),
@@ -127,17 +155,16 @@ def assemble(options: MountOptions, client: KgApiClient, store: QueryStore,
     return KgOperations(tree, kernel)
 
 
-async def _serve(options: MountOptions, store: QueryStore) -> None:
-    state = await trio.to_thread.run_sync(store.load)
+async def _serve(options: MountOptions, stores: ServerStores) -> None:
     client = KgApiClient(options.connection.api_url, options.connection.credentials,
                          timeout=options.request_timeout,
                          reread_credentials=options.connection.reread)
     try:
-        await _check_credentials(client, options.connection.api_url, options.probe_timeout)
-    except CredentialsRejected:
+        opened = await first_look(client, stores, options.probe_timeout)
+    except BaseException:
         await client.aclose()
         raise
-    operations = assemble(options, client, store, state)
+    operations = assemble(options, client, stores, opened)
     tree = operations.tree
     fuse_options = set(pyfuse3.default_options)
     # the names the mount table shows: how status and unmount know a mount is ours
@@ -145,7 +172,7 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
     pyfuse3.init(operations, str(options.mountpoint), fuse_options)
     operations.kernel.enabled = True
     log.info("mounted %s (api %s, %d saved queries)", options.mountpoint,
-             options.connection.api_url, len(state.queries))
+             options.connection.api_url, len(opened.state.queries))
     try:
         async with trio.open_nursery() as nursery:
             main_scope = trio.CancelScope()
@@ -177,5 +204,6 @@ async def _serve(options: MountOptions, store: QueryStore) -> None:
 
 def run_mount(options: MountOptions) -> None:
     """Mount and serve in the foreground until unmounted, SIGINT or SIGTERM."""
-    store = QueryStore(paths.mount_state_dir(options.mountpoint))
-    trio.run(_serve, options, store)
+    stores = ServerStores(paths.mount_state_dir(options.mountpoint),
+                          options.connection.api_url)
+    trio.run(_serve, options, stores)

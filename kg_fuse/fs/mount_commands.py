@@ -55,7 +55,8 @@ def _commands() -> list[Command]:
             "mount", help="mount saved queries at MOUNTPOINT",
             description="""Mount the saved-query filesystem at MOUNTPOINT, an empty directory.
             Without --foreground it returns once the mount is ready (or failed, with the
-            reason). Saved queries persist per mountpoint. Needs a server: 'kg-fuse server
+            reason). Saved queries persist per mountpoint and per server: another server
+            mounted there shows its own. Needs a server: 'kg-fuse server
             start' for the embedded one, or --api-url.""",
             handler=cmd_mount, options=[
                 option("mountpoint", type=Path, help="an existing, empty directory"),
@@ -64,7 +65,7 @@ def _commands() -> list[Command]:
                 option("--data-dir", type=Path, metavar="DIR",
                        help="mount the embedded server started with this --data-dir, with "
                             "the credentials it wrote there (default: the server on "
-                            f"{paths.data_dir()}); saved queries stay where they are"),
+                            f"{paths.data_dir()}); each server's saved queries are its own"),
                 option("--client-id", help="OAuth client id (use with --client-secret-file)"),
                 option("--client-secret-file", type=Path,
                        help="file holding the OAuth client secret (use with --client-id)"),
@@ -148,7 +149,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
                       _forwarded(args, exclude={"start_empty", "restore_store"}))
     connection = _connection(args)
     if not args.foreground:
-        _settle_store(args, mountpoint)
+        _settle_store(args, mountpoint, connection.api_url)
         return _mount_in_background(args, mountpoint)
     return _mount_in_foreground(args, mountpoint, connection)
 
@@ -227,7 +228,7 @@ def _mount_in_foreground(args: argparse.Namespace, mountpoint: Path,
     _setup_logging(args.log_file, args.debug)
     owner_only.log_fixed(fixed)
     try:
-        _settle_store(args, mountpoint)
+        _settle_store(args, mountpoint, connection.api_url)
     except CommandError as exc:
         return _refuse_in_foreground(args, exc)
     _record_server(mountpoint, connection.api_url, args.data_dir)
@@ -293,14 +294,27 @@ def _store_refusal(exc: StoreCorrupt, args: argparse.Namespace) -> CommandError:
                                        f"no saved queries: {empty}")
 
 
-def _settle_store(args: argparse.Namespace, mountpoint: Path) -> None:
-    """Check the mountpoint's saved-query store, after applying the user's choice about
-    an unreadable one (--start-empty, --restore-store). Never replaces a store in use."""
+def _settle_store(args: argparse.Namespace, mountpoint: Path, api_url: str) -> None:
+    """Check the saved-query store of the server this mountpoint's address last was,
+    after applying the user's choice about an unreadable one (--start-empty,
+    --restore-store: a file set aside from a server's folder goes back there). Never
+    replaces a store in use."""
     from kg_fuse.fs.queries.saved import QueryStore, StoreCorrupt, StoreInUse
+    from kg_fuse.fs.queries.servers import ServerStores
 
     for folder in paths.mount_private_dirs(mountpoint):  # the store's folders: private
         owner_only.create_dir(folder)  # from the first (an existing one the mount fixes)
-    store = QueryStore(paths.mount_state_dir(mountpoint))
+    stores = ServerStores(paths.mount_state_dir(mountpoint), api_url)
+    store = stores.settled()
+    if args.restore_store is not None:
+        store = stores.home_of(args.restore_store) or store or QueryStore(stores.directory)
+    if store is None:  # no store yet: nothing to check, nothing set aside
+        if args.start_empty:
+            raise UsageError("there is no saved-query store of this mountpoint's server "
+                             "to start afresh from; nothing was changed",
+                             hint=paths.command_line(
+                                 "mount", *paths.data_dir_argv(args.data_dir), mountpoint))
+        return
     try:
         if args.restore_store is not None:
             state = store.restore(args.restore_store)
@@ -425,4 +439,18 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{paths.command_line('unmount', mountpoint)}")
         return 1
     print(f"{mountpoint}: {state}")
+    if state == "mounted" and (owner := _queries_owner(mountpoint)) is not None:
+        print(f"saved queries: those of {owner}")
     return 0 if state == "mounted" else 1
+
+
+def _queries_owner(mountpoint: Path) -> str | None:
+    """Whose saved queries the mount at ``mountpoint`` shows: the server its address
+    last was (None: not known yet, or a mount made by an earlier kg-fuse)."""
+    from kg_fuse.fs.queries.servers import ServerStores
+
+    recorded = recorded_server(mountpoint)
+    if recorded is None:
+        return None
+    last = ServerStores(paths.mount_state_dir(mountpoint), recorded[0]).last_seen()
+    return last.label if last is not None else None

@@ -18,9 +18,9 @@ import pytest
 
 from kg_fuse.client.api import KgApiClient
 from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries.saved import QueryStore
+from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.server.api.app import create_app
-from kg_fuse.server.api.auth import ensure_credentials, token_ttl
+from kg_fuse.server.api.auth import ensure_credentials, token_ttl, write_credentials
 from kg_fuse.server.corpus.stdlib import SMALL_TEST_MODULES
 from kg_fuse.server.embedding.embedder import Embedder
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
@@ -67,6 +67,18 @@ def _start_app(small_store: Path, embedder: Embedder, root: Path) -> Iterator[Se
         store.close()
 
 
+@pytest.fixture
+def other_server_app(server_app: ServerApp, embedder: Embedder, tmp_path: Path
+                     ) -> Iterator[ServerApp]:
+    """Another server: ``server_app``'s data directory copied to another place (so
+    another server, with an identity of its own) and started with the same clients."""
+    source = tmp_path / "copied-from-a.sqlite3"
+    server_app.graph.store.copy_to(source)
+    root = tmp_path / "other-server"
+    write_credentials(root / "server-credentials.json", API_URL, server_app.credentials)
+    yield from _start_app(source, embedder, root)
+
+
 @pytest.fixture(scope="session")
 def shared_app(small_store: Path, embedder: Embedder,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerApp]:
@@ -94,12 +106,15 @@ async def core(request: pytest.FixtureRequest, server_app: ServerApp, tmp_path: 
     options = mount_options(**(marker.kwargs if marker else {}))
     client = KgApiClient(API_URL, server_app.credentials_of("user"),
                          timeout=options.request_timeout, transport=server_app.transport())
-    store = QueryStore(tmp_path / "mount-state")
-    ops = assemble(options, client, store, store.load())
-    kernel = install_fake_kernel(monkeypatch, ops)
     app = server_app.app
     try:
         async with app.router.lifespan_context(app):  # as uvicorn runs it: the job worker
+            # whose queries: the address's, as a mount's that has not heard its server
+            # yet (the first poll learns it; a fixture that asked the server here would
+            # be torn down by Hypothesis's first example: ``test_core_monotonic``)
+            stores = ServerStores(tmp_path / "mount-state", API_URL)
+            ops = assemble(options, client, stores, stores.open_for(False, None))
+            kernel = install_fake_kernel(monkeypatch, ops)
             yield Core(ops, FsDriver(ops), kernel, client, server_app,
                        tmp_path / "mount-state")
     finally:

@@ -49,7 +49,7 @@ async def test_a_setting_written_while_the_server_is_down_waits_for_it(core: Cor
 
     switch.down = True
     await core.fs.write(f"{QUERY}/.meta/threshold", b"0.5\n")  # accepted, and saved
-    saved = tomllib.loads((core.state_dir / "queries.toml").read_text())
+    saved = tomllib.loads(core.store_path.read_text())
     assert [q["threshold"] for q in saved["queries"] if q["text"] == QUERY] == [0.5]
     assert results(await core.fs.listdir(QUERY)) == before  # the last listing, at once
     assert (await core.fs.read(f"{QUERY}/{before[0]}")).startswith(b"---\n")

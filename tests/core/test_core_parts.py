@@ -182,7 +182,7 @@ async def test_a_new_threshold_refetches_and_the_service_saves_it(core: Core) ->
     narrow = await core.service.results(core.service.get((RELEVANT,)))
     assert set(narrow.files) < set(wide.files)
     await core.service.save_if_dirty()
-    assert "0.9" in (core.state_dir / "queries.toml").read_text()
+    assert "0.9" in core.store_path.read_text()
 
 
 @pytest.mark.fresh_server

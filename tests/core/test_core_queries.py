@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from kg_fuse.client.api import KgApiClient
-from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries.saved import QueryStore
+from kg_fuse.fs.mount import assemble, first_look
+from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.listing.execute import execute
 from kg_fuse.listing.plan import Level, QueryPlan
 from tests.helpers.core import API_URL, Core, SearchAnswersRewritten, mount_options
@@ -178,8 +178,9 @@ async def test_queries_and_overrides_survive_a_remount(core: Core) -> None:
     await core.fs.mkdir("bz2 files@0.7")
     await core.fs.write("json parsing/.meta/threshold", b"0.55\n")
     await core.service.save_if_dirty()  # what unmounting does
-    store = QueryStore(core.state_dir)
-    again = FsDriver(assemble(mount_options(), core.client, store, store.load()))
+    stores = ServerStores(core.state_dir, API_URL)
+    again = FsDriver(assemble(mount_options(), core.client, stores,
+                              await first_look(core.client, stores, 5.0)))
     assert sorted(await again.listdir()) == ["bz2 files@0.7", "json parsing", "ontology"]
     threshold = (await again.read("json parsing/.meta/threshold")).decode()
     assert threshold.splitlines()[-1] == "0.55"

@@ -41,7 +41,9 @@ def test_a_background_mount_keeps_its_state_and_log_private(
         mount()  # a first mount: private from the outset
         assert [mode(d) for d in folders] == [0o700] * 3
         assert mode(log) == 0o600 and "'gzip'" in log.read_text()
-        assert mode(state / "queries.toml") == 0o600
+        assert mode(state / "servers") == 0o700  # each server's saved queries
+        assert [mode(f) for f in state.glob("servers/*/queries.toml")] == [0o600]
+        assert mode(state / "servers.json") == 0o600  # which server the address is
         assert FIXED not in log.read_text()
         unmount()
 

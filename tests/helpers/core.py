@@ -19,6 +19,7 @@ from kg_fuse.fs.mount import MountOptions
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.facade import QueryService
 from kg_fuse.fs.queries.ingest import IngestBox
+from kg_fuse.fs.queries.servers import ServerStores
 from kg_fuse.fs.tree.mount_tree import Tree
 from kg_fuse.server.knowledge.graph import KnowledgeGraph
 from tests.helpers.driver import FsDriver, KernelLog
@@ -87,6 +88,12 @@ class Core:
     @property
     def service(self) -> QueryService:
         return self.ops.service
+
+    @property
+    def store_path(self) -> Path:
+        """The file the mount saves the queries of the server it shows to."""
+        assert self.service.owner is not None, "no server answered this mount"
+        return ServerStores(self.state_dir, API_URL).store(self.service.owner).path
 
     @property
     def tree(self) -> Tree:

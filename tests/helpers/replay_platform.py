@@ -23,7 +23,7 @@ from kg_fuse.client.api import KgApiClient
 from kg_fuse.client.credentials import Credentials
 from kg_fuse.fs.handlers.operations import KgOperations
 from kg_fuse.fs.mount import assemble
-from kg_fuse.fs.queries.saved import QueryStore
+from kg_fuse.fs.queries.servers import ServerStores
 from tests.helpers.core import API_URL, mount_options
 from tests.helpers.driver import FsDriver, install_fake_kernel
 from tests.helpers.platform_scenarios import POLL_INTERVAL, Names, PlatformControl, T
@@ -63,8 +63,10 @@ class ReplayPlatform(PlatformControl):
                              timeout=options.request_timeout,
                              transport=self.replay.transport(who))
         self.clients.append(client)
-        store = QueryStore(self.root / f"mount-state-{len(self.mounts)}")
-        ops = assemble(options, client, store, store.load())
+        stores = ServerStores(self.root / f"mount-state-{len(self.mounts)}", API_URL)
+        # whose queries: the address's until the first poll, below, hears the platform
+        # (a mount asks the epoch as it starts and as it polls: the recording holds one)
+        ops = assemble(options, client, stores, stores.open_for(False, None))
         install_fake_kernel(self.monkeypatch, ops)
         self.mounts.append(ops)
         self.nursery.start_soon(ops.tree.ingest.run)
@@ -76,6 +78,7 @@ class ReplayPlatform(PlatformControl):
         """What a mount's poller does every ``--poll-interval`` (``fs/mount.py``)."""
         ops.service.held.tidy()
         await ops.service.server.poll()
+        await ops.service.follow_server()
         await ops.service.save_if_dirty()
 
     async def phase(self, name: str) -> None:

@@ -47,6 +47,8 @@ pytestmark = [pytest.mark.mount,
               pytest.mark.skipif(not fuse_available(), reason="needs /dev/fuse")]
 
 DOC_TIME = "2026-11-21T10:07:21+00:00"  # every time an example shows
+DOC_SERVER_ID = "5b0c8e21d4f34a7c9e1f62a8b3d0c7e4"  # every server identity an example shows
+DOC_MOUNTPOINT = "/home/you/kg"  # the mountpoint an example shows
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)")
 
 Produce = Callable[[Mount, KGServer], str]
@@ -153,9 +155,22 @@ def status_not_ours(mount: Mount, _server: KGServer) -> str:
     return _status_and_unmount(mount, "/proc")  # another filesystem: refused, untouched
 
 
+def status_queries(mount: Mount, server: KGServer) -> str:
+    """``kg-fuse status`` of a mount: whose saved queries it shows."""
+    done = subprocess.run([sys.executable, "-m", "kg_fuse.cli", "status",
+                           str(mount.mountpoint)], env=mount.env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    with server.client() as http:
+        server_id = http.get("/database/epoch").json()["server_id"]
+    return (f"$ kg-fuse status ~/kg\n{done.stdout}"
+            .replace(str(mount.mountpoint), DOC_MOUNTPOINT).replace(server_id, DOC_SERVER_ID)
+            .replace(server.api_url, "http://127.0.0.1:8765"))
+
+
 def epoch_response(_mount: Mount, server: KGServer) -> str:
     with server.client() as http:
-        return json.dumps(http.get("/database/epoch").json()) + "\n"
+        answer = http.get("/database/epoch").json()
+    return json.dumps({**answer, "server_id": DOC_SERVER_ID}) + "\n"
 
 
 def presets_rule(_mount: Mount, server: KGServer) -> str:
@@ -189,6 +204,7 @@ ON_TEST_CORPUS: dict[str, Produce] = {
     "status-missing": status_missing,
     "status-not-ours": status_not_ours,
     "epoch-response": epoch_response,
+    "status-queries": status_queries,
     "presets-rule": presets_rule,
 }
 ON_KITCHEN: dict[str, Produce] = {

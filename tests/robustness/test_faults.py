@@ -53,7 +53,7 @@ MODES = {
 
 def store_of(mount: Mount) -> dict[str, Any]:
     """The saved-query store on disk, as ``{name: threshold}`` plus the raw document."""
-    files = list(Path(mount.env["XDG_DATA_HOME"]).glob("kg-fuse/mounts/*/queries.toml"))
+    files = list(Path(mount.env["XDG_DATA_HOME"]).glob("kg-fuse/mounts/*/servers/*/queries.toml"))
     assert len(files) == 1, files
     doc = tomllib.loads(files[0].read_text())
     return store_queries(doc)
@@ -179,7 +179,7 @@ def test_the_whole_tree_under_a_misbehaving_server(
     assert stored[f"{ONTOLOGY_DIR}/{seen}/read data"] == "inherit"
     assert "gzip/streams" in stored and "gzip/compressed" in stored
     raw = tomllib.loads(next(Path(mount.env["XDG_DATA_HOME"]).glob(
-        "kg-fuse/mounts/*/queries.toml")).read_text())
+        "kg-fuse/mounts/*/servers/*/queries.toml")).read_text())
     gzip = next(q for q in raw["queries"] if q["path"] == ["gzip"])
     assert gzip["limit"] == 20 and gzip["exclude"] == ["bz2"]
 

@@ -62,7 +62,7 @@ def stored_value(kind: str, text: str) -> Any:
 
 
 def store_path(data_home: Path) -> Path | None:
-    found = list(data_home.glob("kg-fuse/mounts/*/queries.toml"))
+    found = list(data_home.glob("kg-fuse/mounts/*/servers/*/queries.toml"))
     assert len(found) <= 1, found
     return found[0] if found else None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sysconfig
 from pathlib import Path
 from urllib.parse import quote
@@ -42,7 +43,9 @@ def concept_id(http: httpx.Client, label: str) -> str:
 
 def test_epoch_is_an_int_with_the_default_beside_it(http: httpx.Client) -> None:
     body = http.get("/database/epoch").json()
-    assert set(body) == {"epoch", "default_threshold", "threshold_presets"}  # the last: ours
+    assert set(body) == {"epoch", "default_threshold", "threshold_presets",  # these: ours
+                         "server_id"}
+    assert re.fullmatch(r"[0-9a-f]{32}", body["server_id"])  # who it is: see test_lifecycle
     assert isinstance(body["epoch"], int) and body["epoch"] >= 1
     searched = http.post("/query/search", json={"query": "gzip"}).json()
     assert body["default_threshold"] == searched["threshold_used"]

@@ -254,6 +254,7 @@ def test_restart_reuses_the_store_without_reembedding(server: KGServer,
     with server.client("user") as http:
         concepts = http.get("/health").json()["concepts"]
         e0 = epoch(http)
+        who = http.get("/database/epoch").json()["server_id"]
     vectors = stored_vectors(server.db_path)
     mark = len(server.log_text())
     server.restart()
@@ -267,6 +268,7 @@ def test_restart_reuses_the_store_without_reembedding(server: KGServer,
     headers = {"Authorization": f"Bearer {old_token}"}
     same = httpx.get(f"{server.api_url}/database/epoch", headers=headers)
     assert same.status_code == 200 and same.json()["epoch"] == e0  # tokens persist
+    assert same.json()["server_id"] == who  # the same server: mounts keep its queries
     assert server.credentials["api_url"] == server.api_url
 
     folder = tmp_path / "garden notes"

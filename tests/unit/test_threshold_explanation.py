@@ -13,6 +13,7 @@ from kg_fuse.client.models import SearchResponse
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryRegistry
 from kg_fuse.fs.queries.saved import QueryStore, SavedQuery, StoreState, _query_from_toml
+from kg_fuse.fs.queries.servers import Opened, identify
 from kg_fuse.fs.queries.state import ResultSet
 from kg_fuse.fs.queries.watcher import ServerWatcher
 from kg_fuse.fs.tree.meta.status import query_toml, status_file, threshold_file
@@ -145,7 +146,8 @@ def test_query_toml_and_threshold_file_show_each_level() -> None:
 def test_the_plan_searches_each_level_at_its_explained_threshold(tmp_path: Path) -> None:
     state = StoreState({q.key: q for q in (PARENT, CHILD)}, server_default_seen=0.5)
     client = KgApiClient("http://127.0.0.1:9", Credentials("id", "secret", "test"))
-    registry = QueryRegistry(QueryStore(tmp_path), state)
+    registry = QueryRegistry(Opened(identify("http://127.0.0.1:9", None), QueryStore(tmp_path),
+                                    state))
     watcher = ServerWatcher(client, ttl=60, initial=state.server_default_seen)
     planner = Planner(client, registry, watcher)
     plan = planner.plan(CHILD)

@@ -83,6 +83,11 @@ class NotEmpty(FsError):
     query or directory a query would be renamed onto."""
 
 
+class TryAgain(FsError):
+    """Not now: what the request needs is not known yet (which server's queries these
+    are, while no server has answered)."""
+
+
 class BadHandle(FsError):
     """A file handle that is not open (or not open for this)."""
 
@@ -115,6 +120,7 @@ ERRNOS: dict[type[BaseException], int] = {
     IsDirectory: errno.EISDIR,
     NotDirectory: errno.ENOTDIR,
     NotEmpty: errno.ENOTEMPTY,
+    TryAgain: errno.EAGAIN,
     BadHandle: errno.EBADF,
     Empty: errno.ENODATA,
     NoAttribute: errno.ENODATA,

@@ -22,13 +22,23 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+import trio
+
 from kg_fuse.client import errors
 from kg_fuse.fs.kernel.nodes import NodeKind
 from kg_fuse.fs.queries.invalidation import Invalidation
 from kg_fuse.fs.queries.planner import Planner
 from kg_fuse.fs.queries.registry import QueryExists, QueryNotFound, QueryRegistry
 from kg_fuse.fs.queries.results import Fetched, ResultCache
-from kg_fuse.fs.queries.saved import Link, QueryPath, SavedQuery, parse_query_dir_name
+from kg_fuse.fs.queries.saved import (
+    Link,
+    QueryPath,
+    SavedQuery,
+    StoreCorrupt,
+    StoreState,
+    parse_query_dir_name,
+)
+from kg_fuse.fs.queries.servers import Opened, ServerIdentity, ServerStores
 from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
 from kg_fuse.fs.queries.watcher import Polled, ServerWatcher
 from kg_fuse.listing.explain import ThresholdExplanation
@@ -42,8 +52,10 @@ class QueryService:
     ``held`` what the mount holds per query beside its settings."""
 
     def __init__(self, registry: QueryRegistry, planner: Planner, listings: ResultCache,
-                 watcher: ServerWatcher, invalidation: Invalidation) -> None:
+                 watcher: ServerWatcher, invalidation: Invalidation,
+                 stores: ServerStores) -> None:
         self._registry = registry
+        self._stores = stores
         self._planner = planner
         self._listings = listings
         self._states: QueryStates = listings.states
@@ -71,6 +83,50 @@ class QueryService:
     async def save_if_dirty(self) -> None:
         """Persist what changed since the last save (the learned default, say)."""
         await self._registry.save_if_dirty()
+
+    @property
+    def owner(self) -> ServerIdentity:
+        """The server whose saved queries the mount shows (its address, while none
+        answered yet)."""
+        return self._registry.owner
+
+    async def follow_server(self) -> None:
+        """After a look at the server: if the server answering is not the one whose
+        queries the mount shows (another server answers at this address now), show that
+        server's queries instead; the first server to answer also gets the queries
+        made before it did. Remembers which server the address is."""
+        if not self._watcher.answering:
+            return
+        identity = self._stores.identify(self._watcher.server_id)
+        registry = self._registry
+        if identity == registry.owner:
+            if registry.provisional:  # the server known by its address answered
+                registry.confirm()
+                await trio.to_thread.run_sync(self._stores.remember, identity)
+            return
+        await trio.to_thread.run_sync(self._stores.remember, identity)
+        try:
+            opened = await trio.to_thread.run_sync(self._stores.open, identity)
+        except (StoreCorrupt, OSError) as exc:
+            log.error("the saved queries of %s cannot be shown: %s", identity.label, exc)
+            opened = Opened(identity, None)
+        previous = registry.owner
+        provisional = registry.provisional and opened.store is not None
+        provisional_store, made_meanwhile = registry.store, registry.state
+        clashes = self._stores.adopt(made_meanwhile, opened) if provisional else []
+        replaced = await registry.rebind(opened)  # no await since ``adopt``: none missed
+        self._invalidation.server_changed(replaced)
+        if self._watcher.value is not None:
+            registry.remember_default(self._watcher.value, self._watcher.presets)
+        if provisional and provisional_store is not None:
+            left = StoreState(queries={k: made_meanwhile.queries[k] for k in clashes})
+            await trio.to_thread.run_sync(self._stores.settle_provisional,
+                                          provisional_store, left)
+            await registry.save()
+        log.info("showing the %d saved queries of %s (%s)", len(opened.state.queries),
+                 identity.label, "the first server to answer at this address" if
+                 provisional else f"it answers at this address now, instead of "
+                                  f"{previous.label}")
 
     # -- listings -------------------------------------------------------------------------
 
@@ -118,6 +174,7 @@ class QueryService:
         the creation-time probe may lower (never below the server default)."""
         if self._registry.find(path) is not None:
             raise QueryExists("/".join(path))
+        self._registry.check_writable(path)
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
         if auto_adjustable(query.threshold):

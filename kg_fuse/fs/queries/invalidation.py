@@ -13,7 +13,9 @@ the method that names it):
   (they are filtered by its threshold too);
 - a listing was fetched again, or listings were dropped (``rmdir``, the byte budget):
   the names that left them;
-- the server answered again after failing: failed listings may be fetched at once.
+- the server answered again after failing: failed listings may be fetched at once;
+- another server answers (another's saved queries are shown): every query shown goes,
+  as ``rm -r`` would take it, and everything learned from the old server.
 
 Expiring a listing keeps it as a stale fallback (``QueryStates.expire``); the kernel
 forgets its names, so the next path walk asks ``lookup``, which refetches. Notifications
@@ -26,12 +28,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from kg_fuse.fs.kernel.nodes import InodeTable, NodeKind
+import pyfuse3
+
+from kg_fuse.fs.kernel.nodes import InodeTable, NodeKind, Owner
 from kg_fuse.fs.kernel.notices import KernelCache
 from kg_fuse.fs.queries.catalog import Catalog
 from kg_fuse.fs.queries.details import ConceptDetails
 from kg_fuse.fs.queries.registry import QueryRegistry
-from kg_fuse.fs.queries.state import QueryStates, ResultSet
+from kg_fuse.fs.queries.saved import SavedQuery, scope_of
+from kg_fuse.fs.queries.state import Drop, QueryStates, ResultSet
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +69,28 @@ class Invalidation:
 
     def settings_changed(self, key: str) -> None:
         self.forget(self._states.expire(self._registry.subtree(key)))
+
+    def server_changed(self, replaced: list[SavedQuery]) -> None:
+        """Another server's queries replaced ``replaced``: the kernel forgets their
+        names and their inodes go (a query of the same name is another query now)."""
+        parents = [(self._parent_inode(query), query) for query in replaced]
+        for parent, query in parents:
+            self.forget(self._states.drop(query.key, Drop.REMOVED))
+            if parent is not None:
+                self._kernel.forget_name(parent, query.name)
+        for query in replaced:
+            self._inodes.detach_owner(Owner.QUERY, query.key)
+        self.content_changed()
+
+    def _parent_inode(self, query: SavedQuery) -> int | None:
+        """The inode of the directory the query's name is in, if the kernel holds it."""
+        if query.parent_key is not None:
+            parent = self._inodes.find(NodeKind.QUERY_DIR, query.parent_key)
+        elif (ontology := scope_of(query.path)) is not None:
+            parent = self._inodes.find(NodeKind.ONTOLOGY_DIR, ontology)
+        else:
+            return pyfuse3.ROOT_INODE
+        return parent.inode if parent is not None else None
 
     def server_back(self) -> None:
         self._states.server_back()

@@ -4,7 +4,9 @@ Queries are identified by their path from the mount root (``("gzip",)``, ``("gzi
 "levels")``, ``("ontology", "Data Compression and Archiving", "gzip")``). The registry
 holds them with an index of each query's children, and writes them (with the server
 default last seen) to the store after every change, before the change is acknowledged.
-It knows nothing about listings, the server or the kernel.
+They are one server's (``owner``, see :mod:`.servers`): when the mount learns that
+another server answers, ``rebind`` puts that server's in their place. It knows nothing
+about listings or the kernel.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ import logging
 
 import trio
 
-from kg_fuse.fs.kernel.errnos import Exists, NoEntry, NotEmpty
+from kg_fuse.fs.kernel.errnos import Exists, NoEntry, NotEmpty, TryAgain
 from kg_fuse.fs.queries.saved import QueryPath, QueryStore, SavedQuery, StoreState, query_key
+from kg_fuse.fs.queries.servers import Opened, ServerIdentity
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +36,29 @@ class QueryNotEmpty(NotEmpty):
     """The query still has nested queries."""
 
 
-class QueryRegistry:
-    """The saved queries by key, their child index, and the store they persist to
-    (inside a trio run: it makes a trio lock)."""
+class StoreHeld(TryAgain):
+    """The server that answers has a saved-query store this mount could not read (it
+    was set aside): nothing is saved for it until a mount settles that (the refusal
+    the next ``kg-fuse mount`` prints says how)."""
 
-    def __init__(self, store: QueryStore, state: StoreState) -> None:
-        self.store = store
-        self.state = state
+
+class QueryRegistry:
+    """One server's saved queries by key, their child index, and the store they persist
+    to (inside a trio run: it makes a trio lock)."""
+
+    def __init__(self, opened: Opened) -> None:
+        self.owner: ServerIdentity = opened.owner
+        self.store: QueryStore | None = opened.store
+        self.state = opened.state
+        self.provisional = opened.provisional  # no server answered yet: see ``servers``
         self._save_lock = trio.Lock()
         self._dirty = False
         self._children: dict[str, set[str]] = {}
-        for key, query in state.queries.items():
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self._children = {}
+        for key, query in self.state.queries.items():
             self._index(query.path, key)
 
     def _index(self, path: QueryPath, key: str) -> None:
@@ -90,7 +105,14 @@ class QueryRegistry:
 
     # -- changing (persisted before it returns, but for ``replace``) ------------------
 
+    def check_writable(self, path: QueryPath) -> None:
+        """A query can be saved only where its server's store could be read."""
+        if self.store is None:
+            raise StoreHeld(f"the saved queries of {self.owner.label} are unreadable: "
+                            f"{query_key(path)!r} not saved")
+
     async def add(self, query: SavedQuery) -> None:
+        self.check_writable(query.path)
         if query.key in self.state.queries:  # created concurrently (e.g. while probing)
             raise QueryExists(query.key)
         self.state.queries[query.key] = query
@@ -121,9 +143,7 @@ class QueryRegistry:
             self.state.queries[query_key(path)] = (
                 renamed if key == top.key else dataclasses.replace(query, path=path))
             moved.append((key, query_key(path)))
-        self._children = {}
-        for key, query in self.state.queries.items():
-            self._index(query.path, key)
+        self._reindex()
         return moved
 
     def replace(self, query: SavedQuery) -> bool:
@@ -143,11 +163,41 @@ class QueryRegistry:
     async def save(self) -> None:
         """Persist the current state; saves are serialised so the last one wins."""
         async with self._save_lock:
-            snapshot = copy.copy(self.state)
-            snapshot.queries = dict(self.state.queries)
+            store, snapshot = self.store, _snapshot(self.state)
             self._dirty = False
-            await trio.to_thread.run_sync(self.store.save, snapshot)
+            if store is not None:
+                await trio.to_thread.run_sync(store.save, snapshot)
+
+    def confirm(self) -> None:
+        """The server answered as the owner taken provisionally (known by its address)."""
+        self.provisional = False
+
+    async def rebind(self, opened: Opened) -> list[SavedQuery]:
+        """Another server answers: its queries replace these (at once, before any
+        await), which are saved to their own store. Returns the queries replaced (not
+        one the new ones hold as it is)."""
+        old_owner, old_store, old_state = self.owner, self.store, self.state
+        self.owner, self.store, self.state = opened.owner, opened.store, opened.state
+        self.provisional = opened.provisional
+        self._reindex()
+        self._dirty = False
+        async with self._save_lock:  # after any save under way of the old ones
+            if old_store is not None:
+                try:
+                    await trio.to_thread.run_sync(old_store.save, _snapshot(old_state))
+                except OSError as exc:  # the mount goes on with the new server's
+                    log.error("could not save the saved queries of %s to %s: %s",
+                              old_owner.label, old_store.path, exc)
+        return [query for key, query in old_state.queries.items()
+                if self.state.queries.get(key) != query]
 
     async def save_if_dirty(self) -> None:
         if self._dirty:
             await self.save()
+
+
+def _snapshot(state: StoreState) -> StoreState:
+    """A copy to save from a thread while the loop goes on changing the queries."""
+    snapshot = copy.copy(state)
+    snapshot.queries = dict(state.queries)
+    return snapshot

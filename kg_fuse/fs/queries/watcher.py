@@ -75,6 +75,7 @@ class ServerWatcher:
         # or a server that does not publish them: the fixed offsets apply).
         self.presets = presets
         self.server_error: str | None = None  # why the last poll failed
+        self.server_id: str | None = None  # the identity it reported (None: it reports none)
         self._epoch: int | None = None
         self._how: str | None = FROM_SAVED if initial is not None else None
         self._learned_wall: float | None = None
@@ -86,6 +87,11 @@ class ServerWatcher:
         self._polling: trio.Event | None = None  # set when the poll under way ends
         self._stalled = False  # the last poll timed out (not refused: that costs nothing)
         self._failed_at = float("-inf")  # when the last poll failed (trio clock)
+
+    @property
+    def answering(self) -> bool:
+        """Whether the last look at the server got an answer."""
+        return self._epoch is not None and self.server_error is None
 
     @property
     def fresh(self) -> bool:
@@ -211,6 +217,7 @@ class ServerWatcher:
         if back:
             log.info("server available again")
         self.server_error = None
+        self.server_id = seen.server_id
         changed = self._epoch is not None and seen.epoch != self._epoch
         if changed:
             log.info("server content changed (epoch %s -> %s)", self._epoch, seen.epoch)

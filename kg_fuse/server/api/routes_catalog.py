@@ -25,9 +25,10 @@ SQLITE_INT_MAX = 2**63 - 1  # larger offsets cannot be bound: 422, not 500
 @router.get("/database/epoch", response_model=EpochResponse)
 def epoch(store: Storage, threshold: Threshold, _user: User) -> EpochResponse:
     """The content epoch, and the default threshold with its presets: every client polls
-    this, so a PUT default reaches all of them within one poll, with no search."""
+    this, so a PUT default reaches all of them within one poll, with no search. And the
+    server's identity, which a mount asks for as it starts."""
     return EpochResponse(epoch=store.epoch(), default_threshold=threshold.default(),
-                         threshold_presets=threshold.presets())
+                         threshold_presets=threshold.presets(), server_id=store.server_id())
 
 
 def _node(child_kind: reads.ChildKind, parent_id: str | None, row) -> CatalogNode:

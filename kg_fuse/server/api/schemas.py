@@ -40,6 +40,8 @@ class EpochResponse(BaseModel):
     # a client polling the epoch follows a changed default without searching
     default_threshold: float | None = None
     threshold_presets: dict[str, float] | None = None
+    # ours: who this server is, so a mount keeps each server's saved queries apart
+    server_id: str | None = None
 
 
 # -- search -----------------------------------------------------------------------------

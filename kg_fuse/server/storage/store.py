@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,6 +28,8 @@ from kg_fuse import owner_only, paths
 log = logging.getLogger(__name__)
 
 EPOCH_KEY = "epoch"
+SERVER_ID_KEY = "server_id"
+SERVER_ID_HOME_KEY = "server_id_home"  # where the store was when its id was made
 
 Params = tuple | list | dict
 #: What reading a store's file raises when it is no store (not SQLite, unreadable): the
@@ -290,6 +294,26 @@ class Store:
     def epoch(self) -> int:
         raw = self.get_setting(EPOCH_KEY)
         return int(raw) if raw is not None else 0
+
+    def server_id(self) -> str:
+        """This server's identity, which mounts keep their saved queries under: made the
+        first time it is asked for, and made anew when the store answers from another
+        place (a copied data directory is another server, with its own queries)."""
+        home = os.path.realpath(self.path)
+        with self.locked() as conn:  # every poll asks: a read, no write lock
+            current = read_setting(conn, SERVER_ID_KEY)
+            if current is not None and read_setting(conn, SERVER_ID_HOME_KEY) == home:
+                return current
+        with self.transaction() as conn:  # two first asks at once agree on one id
+            current = read_setting(conn, SERVER_ID_KEY)
+            if current is not None and read_setting(conn, SERVER_ID_HOME_KEY) == home:
+                return current
+            made = uuid.uuid4().hex
+            write_setting(conn, SERVER_ID_KEY, made)
+            write_setting(conn, SERVER_ID_HOME_KEY, home)
+        log.info("server identity %s (store at %s%s)", made, home,
+                 "" if current is None else f"; it was {current} elsewhere")
+        return made
 
     # -- counts ------------------------------------------------------------------------
 

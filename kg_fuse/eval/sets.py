@@ -73,9 +73,7 @@ def _locate(name_or_path: str, base: Path) -> Path:
     else:
         path = BUILTIN_DIR / f"{name_or_path}.toml"
     if not path.is_file():
-        known = ", ".join(builtin_names())
-        raise QuerySetError(f"no query set {name_or_path!r} (built in: {known}; "
-                            "or give a path to a .toml file)")
+        raise QuerySetError(f"no query set {name_or_path!r}")
     return path
 
 

@@ -131,7 +131,9 @@ def test_plot_without_matplotlib_is_a_clear_error(monkeypatch, capsys) -> None:
 
 def test_unknown_set_is_a_clear_error(capsys) -> None:
     assert main(["eval", "--set", "no-such-set"]) == 2
-    assert "no query set 'no-such-set'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no query set 'no-such-set'" in err
+    assert err.count("stdlib-everyday,") == 1  # the sets named once, in the hint
 
 
 def test_judged_sets_mark_every_file_of_a_listing_with_a_held_out_half() -> None:

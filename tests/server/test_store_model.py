@@ -158,6 +158,9 @@ def test_a_store_is_searched_with_the_model_its_record_names(
         with pytest.raises(ModelMismatch) as refused:
             KnowledgeGraph(store, Embedder())
         assert f"was embedded by {WEAK}, not {DEFAULT_MODEL}" in refused.value.message
+        # both ways out are whole commands, to paste
+        assert f"kg-fuse index --model {DEFAULT_MODEL}" in refused.value.hint
+        assert f"kg-fuse serve --model {WEAK}" in refused.value.hint
     finally:
         store.close()
 

@@ -77,12 +77,17 @@ class StoreModel:
                 f"({', '.join([held.name, *held.mixed])})",
                 hint=f"re-embed it with one: {command}")
         if not held.same_model(ModelRecord.of(self.spec)):
-            made = held.name + (" (other weights)" if held.name == self.name else "")
+            if held.name == self.name:  # the same name, other weights: nothing serves both
+                raise ModelMismatch(
+                    f"the store at {self.store.path} was embedded by other weights of "
+                    f"{self.name} than those installed now",
+                    hint=f"re-embed it with the weights installed: {command}")
             raise ModelMismatch(
-                f"the store at {self.store.path} was embedded by {made}, not {self.name}: "
-                "vectors of two models cannot be searched together",
+                f"the store at {self.store.path} was embedded by {held.name}, not "
+                f"{self.name}: vectors of two models cannot be searched together",
                 hint=f"re-embed it with {self.name}: {command} (the old store serves "
-                     f"until the new one is complete), or serve it with --model {made}")
+                     f"until the new one is complete), or serve it with its own model: "
+                     f"{records.serve_command(held.name, self.store.path)}")
 
     @property
     def record(self) -> ModelRecord:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,4 +163,8 @@ def data_dir_option(db: Path) -> str:
 
 
 def reembed_command(name: str, db: Path) -> str:
-    return f"kg-fuse index --model {name}{data_dir_option(db)}"
+    return f"kg-fuse index --model {shlex.quote(name)}{data_dir_option(db)}"
+
+
+def serve_command(name: str, db: Path) -> str:
+    return f"kg-fuse serve --model {shlex.quote(name)}{data_dir_option(db)}"

@@ -96,3 +96,22 @@ async def test_an_ordinary_users_mount_follows_a_new_default_within_one_poll(cor
     await core.service.server.poll()  # one poll
     after = (await core.fs.read("compress data/.meta/threshold")).decode()
     assert "# Server default: 0.47\n" in after, after
+
+
+async def test_the_first_listing_below_the_default_is_cut_as_every_later_one(core: Core
+                                                                             ) -> None:
+    """The platform's epoch carries no default: a mount whose first act is to list a
+    query made with a threshold below the default (``mkdir "read a file@0.05"``) learns the
+    default first, so that listing gets the size of
+    the band its threshold falls in (25 below the default), not the standard 12 it would
+    get while the default is unknown, and lists what it lists once the default is known."""
+    await as_the_platform(core)
+    await core.fs.mkdir("read a file@0.05")
+    first = results(await core.fs.listdir("read a file@0.05"))
+    await core.fs.rmdir("read a file@0.05")
+    await core.service.server.poll()  # the default known for sure now
+    await core.fs.mkdir("read a file")
+    await core.fs.write("read a file/.meta/threshold", b"0.05\n")
+    later = results(await core.fs.listdir("read a file"))
+    assert len(later) > 12  # the band below the default lists more than the standard size
+    assert first == later

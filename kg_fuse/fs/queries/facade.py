@@ -132,11 +132,21 @@ class QueryService:
 
     async def results(self, query: SavedQuery) -> ResultSet:
         """The query's listing, fetched if stale (raises KgError without a fallback)."""
+        await self._default_known()
         fetched = await self._listings.get(query.key, self._planner.plan(query))
         if (fetched.fetched or fetched.default_seen is not None
                 or fetched.presets_seen is not None):
             self._learned(query.key, fetched)  # else a listing held: nothing learned
         return fetched.listing
+
+    async def _default_known(self) -> None:
+        """The server default learned, if it never was and the server answers: a
+        listing's size follows the band its threshold falls in, which the default draws,
+        so a first listing planned without it would be cut to another size than every
+        later one (the platform's epoch does not carry the default). Once per mount; a
+        server that does not answer costs nothing here (its listing fails or is stale)."""
+        if self._watcher.value is None and self._watcher.server_error is None:
+            await self.server.learn_default()
 
     def _learned(self, key: str, fetched: Fetched) -> None:
         """What a fetch learned, handed on (the fetch has let go of the query's lock)."""
@@ -178,6 +188,7 @@ class QueryService:
         parsed = parse_query_dir_name(path[-1])
         query = SavedQuery(path=path, text=parsed.text, threshold=parsed.threshold)
         if auto_adjustable(query.threshold):
+            await self._default_known()
             suggestion = await self._planner.probe(query)
             if suggestion is not None:
                 query = self._planner.adjusted(query, suggestion,
@@ -269,6 +280,11 @@ class ServerView:
     async def look(self) -> None:
         """A look at the server now, before ``.meta/status`` is shown."""
         self._polled(await self._watcher.look())
+
+    async def learn_default(self) -> None:
+        """The default learned as a poll learns it (the epoch's, else the admin
+        endpoint's, else a one-result search), before a listing that needs it."""
+        self._polled(await self._watcher.poll(in_use=True))
 
     def _polled(self, polled: Polled) -> bool:
         if polled.default:

@@ -40,11 +40,14 @@ import tomllib
 from pathlib import Path
 
 import httpx
+import platformdirs
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ROOT / "kg_fuse" / "eval" / "sets"
 KITCHEN = ROOT / "kg_fuse" / "eval" / "corpora" / "kitchen"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: The models installed for this environment's user, which every run's data folder shares.
+MODELS = Path(platformdirs.user_data_dir("kg-fuse")) / "models"
 
 
 def corpus_of(set_file: Path) -> str | None:
@@ -83,6 +86,11 @@ class Runner:
         self.home = home
         self.env = {**os.environ, "XDG_DATA_HOME": str(home / "data"),
                     "XDG_CONFIG_HOME": str(home / "config"), "HF_HUB_OFFLINE": "1"}
+        # its own store and credentials, but the models installed here (model install, add)
+        models = home / "data" / "kg-fuse" / "models"
+        if not models.exists():
+            models.parent.mkdir(parents=True, exist_ok=True)
+            models.symlink_to(MODELS, target_is_directory=True)
         # the code measured is the checkout's, not whatever the environment installed
         self.env.update(PYTHONPATH=str(checkout or ROOT), PYTHONSAFEPATH="1")
 

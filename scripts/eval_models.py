@@ -5,8 +5,9 @@ asserts nothing.
     .venv/bin/python scripts/eval_models.py --work /tmp/models [--model NAME ...]
         [--corpus stdlib --corpus kitchen --corpus manpages] [--reference CHECKOUT]
 
-For each model (default: every model ``kg-fuse model list`` shows) and each corpus, a
-store of its own is built from nothing with ``kg-fuse index --model NAME`` (timed: the
+For each model (default: every model ``kg-fuse model list`` shows installed; the models
+this user installed or added are shared by every run's own data folder) and each
+corpus, a store of its own is built from nothing with ``kg-fuse index --model NAME`` (timed: the
 build rate), served with ``kg-fuse serve --model NAME`` (timed to its first ``/health``:
 the start), searched once with each of 60 queries it has not seen (the search p50, over
 HTTP, embedding included), read for its resident memory (VmRSS), then measured with
@@ -224,7 +225,8 @@ def main() -> int:
     wanted = args.corpus or list(corpora)
     listed = Runner(None, args.work / "list").run("model", "list").stdout.splitlines()
     models = args.model or [line.lstrip("* ").split()[0]  # "*" marks the model in use
-                            for line in listed[1:] if line.strip()]  # under the header
+                            for line in listed[1:]  # under the header
+                            if line.strip() and line[2:].split()[1] != "-"]  # installed
     results: dict[str, dict] = {}
     runs: list[tuple[str, Path | None, str | None]] = [(m, None, m) for m in models]
     if args.reference:

@@ -5,8 +5,9 @@ asserts nothing.
     .venv/bin/python scripts/eval_models.py --work /tmp/models [--model NAME ...]
         [--corpus stdlib --corpus kitchen --corpus manpages] [--reference CHECKOUT]
 
-For each model (default: every model ``kg-fuse model list`` shows) and each corpus, a
-store of its own is built from nothing with ``kg-fuse index --model NAME`` (timed: the
+For each model (default: every model ``kg-fuse model list`` shows installed; the models
+this user installed or added are shared by every run's own data folder) and each
+corpus, a store of its own is built from nothing with ``kg-fuse index --model NAME`` (timed: the
 build rate), served with ``kg-fuse serve --model NAME`` (timed to its first ``/health``:
 the start), searched once with each of 60 queries it has not seen (the search p50, over
 HTTP, embedding included), read for its resident memory (VmRSS), then measured with
@@ -40,11 +41,14 @@ import tomllib
 from pathlib import Path
 
 import httpx
+import platformdirs
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ROOT / "kg_fuse" / "eval" / "sets"
 KITCHEN = ROOT / "kg_fuse" / "eval" / "corpora" / "kitchen"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: The models installed for this environment's user, which every run's data folder shares.
+MODELS = Path(platformdirs.user_data_dir("kg-fuse")) / "models"
 
 
 def corpus_of(set_file: Path) -> str | None:
@@ -83,6 +87,11 @@ class Runner:
         self.home = home
         self.env = {**os.environ, "XDG_DATA_HOME": str(home / "data"),
                     "XDG_CONFIG_HOME": str(home / "config"), "HF_HUB_OFFLINE": "1"}
+        # its own store and credentials, but the models installed here (model install, add)
+        models = home / "data" / "kg-fuse" / "models"
+        if not models.exists():
+            models.parent.mkdir(parents=True, exist_ok=True)
+            models.symlink_to(MODELS, target_is_directory=True)
         # the code measured is the checkout's, not whatever the environment installed
         self.env.update(PYTHONPATH=str(checkout or ROOT), PYTHONSAFEPATH="1")
 
@@ -216,7 +225,8 @@ def main() -> int:
     wanted = args.corpus or list(corpora)
     listed = Runner(None, args.work / "list").run("model", "list").stdout.splitlines()
     models = args.model or [line.lstrip("* ").split()[0]  # "*" marks the model in use
-                            for line in listed[1:] if line.strip()]  # under the header
+                            for line in listed[1:]  # under the header
+                            if line.strip() and line[2:].split()[1] != "-"]  # installed
     results: dict[str, dict] = {}
     runs: list[tuple[str, Path | None, str | None]] = [(m, None, m) for m in models]
     if args.reference:

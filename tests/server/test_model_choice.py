@@ -183,7 +183,11 @@ def test_model_list_shows_every_model_and_marks_the_one_in_use(
         return {line[2:].split()[0]: line for line in lines}
 
     lines = listed()
-    assert set(lines) == {"all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "tiny-prompted"}
+    assert set(lines) == {"all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "tiny-prompted",
+                          "all-mpnet-base-v2", "all-mpnet-base-v2-int8"}
+    for offered in ("all-mpnet-base-v2", "all-mpnet-base-v2-int8"):  # not installed here
+        assert lines[offered].endswith("not installed: 404 MB to download, once (hint: "
+                                       "kg-fuse model install all-mpnet-base-v2)")
     assert [n for n, line in lines.items() if line.startswith("*")] == ["all-MiniLM-L6-v2"]
     assert lines["tiny-prompted"][2:].split()[1:4] == ["32", "mean", "yes"]
     assert lines["all-MiniLM-L6-v2"][2:].split()[1:4] == ["384", "mean", "no"]

@@ -217,6 +217,6 @@ def test_model_add_takes_the_families_and_refuses_any_other(
     listed = {line[2:].split()[0]: line[2:].split()
               for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(listed) == {"all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8", "tiny-mpnet",
-                           "tiny-xlmr"}
+                           "tiny-xlmr", "all-mpnet-base-v2", "all-mpnet-base-v2-int8"}
     assert [listed[n][4] for n in ("all-MiniLM-L6-v2", "tiny-mpnet", "tiny-xlmr")] == [
         "BERT", "MPNet", "XLM-RoBERTa/RoBERTa"]

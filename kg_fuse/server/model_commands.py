@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -143,6 +144,11 @@ def list_command(args: argparse.Namespace) -> int:
         print(_line("*" if spec.name == in_use else " ", spec.name, str(spec.dimensions),
                     spec.pooling, prompts, spec.family.name,
                     *(("-", "-") if grade is None else grade.shown), where))
+    for name, (folder, why) in models.broken_models().items():
+        remove = shlex.join(["rm", "-r", "--", str(folder)])
+        print(_line(" ", name, "-", "-", "-", "-", "-", "-",
+                    f"broken: {why} (hint: {remove}, then add it again with "
+                    f"'kg-fuse model add')"))
     listed = {spec.name for spec in specs}
     for name in offered_names():
         if name not in listed:  # not installed, or its weights are not as pinned

@@ -29,9 +29,16 @@ MODULES = ["--modules", ",".join(SMALL_TEST_MODULES)]
 OTHER = "all-MiniLM-L6-v2-int8"
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default disposition, as a command typed in a terminal has it: a suite run
+    as a background job inherits SIGINT ignored, and Python then keeps it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def launch(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "kg_fuse.cli", *args], env=env, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_as_in_a_terminal)
 
 
 def signal_when(process: subprocess.Popen[str], ready: Callable[[], bool],

@@ -36,7 +36,8 @@ def upstream(kg_server_clone, tmp_path):
     server = kg_server_clone()
     mountpoint = tmp_path / "mnt"
     mountpoint.mkdir()
-    env = {**os.environ, **{f"XDG_{kind}_HOME": str(tmp_path / kind.lower())
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # its own package
+           **{f"XDG_{kind}_HOME": str(tmp_path / kind.lower())
                             for kind in ("CONFIG", "DATA", "STATE")},
            "XDG_RUNTIME_DIR": str(tmp_path / "run")}
     config = Path(env["XDG_CONFIG_HOME"], "kg")

@@ -220,3 +220,10 @@ def test_model_add_takes_the_families_and_refuses_any_other(
                            "tiny-xlmr", "all-mpnet-base-v2", "all-mpnet-base-v2-int8"}
     assert [listed[n][4] for n in ("all-MiniLM-L6-v2", "tiny-mpnet", "tiny-xlmr")] == [
         "BERT", "MPNet", "XLM-RoBERTa/RoBERTa"]
+    # a model broken by hand since it was added is listed so, with what to do
+    added = user_dirs / "data" / "kg-fuse" / "models" / "tiny-xlmr"
+    (added / "config.json").write_text("{")
+    assert cli.main(["model", "list"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "tiny-xlmr" in line]
+    assert len(rows) == 1 and "broken: " in rows[0], rows
+    assert f"rm -r -- {added}" in rows[0], rows

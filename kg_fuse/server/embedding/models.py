@@ -207,9 +207,22 @@ def list_models() -> list[ModelSpec]:
     for name in _user_names():
         try:
             found.append(resolve(name))
-        except NotAModel as exc:  # changed by hand since: listed by model list as broken
-            log.warning("skipping model %s: %s", name, exc.message)
+        except NotAModel as exc:  # changed by hand since: ``model list`` shows it broken
+            log.info("skipping model %s: %s", name, exc.message)
     return found
+
+
+def broken_models() -> dict[str, tuple[Path, str]]:
+    """The user's models whose folders no longer read as a model (changed by hand since
+    ``model add``): name -> (folder, why), for ``model list`` to show."""
+    broken = {}
+    for name in _user_names():
+        folder = user_models_dir() / name
+        try:
+            read_folder(folder)
+        except NotAModel as exc:
+            broken[name] = (folder, exc.message)
+    return broken
 
 
 def ensure_graph(spec: ModelSpec) -> Path:

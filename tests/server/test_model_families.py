@@ -85,15 +85,6 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Reference]
     return made
 
 
-@pytest.fixture
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user's own data and cache directories (models, graphs, store)."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    return tmp_path
-
-
 def test_mpnets_buckets_are_transformers_own() -> None:
     """Every distance a text can span (and more) falls in the bucket MPNet puts it in."""
     import torch

@@ -110,15 +110,13 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 @pytest.fixture
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A user's own data and cache folders, and pip answered by no index but ``index``
-    (set by the test: PIP_FIND_LINKS)."""
-    for kind in ("DATA", "CACHE", "CONFIG"):
-        monkeypatch.setenv(f"XDG_{kind}_HOME", str(tmp_path / kind.lower()))
+def user_dirs(user_dirs: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's own folders (tests/server/conftest.py), and pip answered by no index
+    but ``index`` (set by the test: PIP_FIND_LINKS)."""
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    return tmp_path
+    return user_dirs
 
 
 def _pin(monkeypatch: pytest.MonkeyPatch, digest: str) -> None:

@@ -10,7 +10,9 @@ sets are ``kg-fuse eval``'s, over that store's corpus. Every entry of
 :mod:`kg_fuse.server.search.tuning` can be swept by its name. Each value runs in a child
 process over its own copy of the store, where the table's entry is set before any module
 that reads it is imported, so its aliases (``understand.TYPO_PENALTY``) and what is made
-from them take the new value. The child then does what a server does at a new value: it
+from them take the new value; an entry a model's row of ``BY_MODEL`` moves is swept
+for that model too (its row's value is dropped). The child then does what a server does
+at a new value: it
 recalibrates the default over its own corpus, and runs each set through the real app
 in-process (``httpx.ASGITransport``) with ``kg-fuse eval``'s own runner. A row's figures
 are therefore the ones ``kg-fuse eval`` prints against a server running that value: the
@@ -58,10 +60,18 @@ def set_tuned(name: str, value: object) -> None:
     if not isinstance(entry, tuning.Tuned):
         raise SystemExit(f"{name} is not an entry of the tuning table")
     setattr(tuning, name, dataclasses.replace(entry, value=value))
+    if name in tuning.PER_MODEL:  # the swept value holds for the store's model too
+        rows = {model: {k: v for k, v in moved.items() if k != name}
+                for model, moved in tuning.BY_MODEL.value.items()}
+        tuning.BY_MODEL = dataclasses.replace(tuning.BY_MODEL, value=rows)
 
 
-def run_child(store: Path, set_names: list[str], name: str | None, value: object) -> dict:
-    """Recalibrate and run the sets at one value (in a child process)."""
+def run_child(store: Path, set_names: list[str], name: str | None, value: object,
+              fixed: list[tuple[str, object]] = ()) -> dict:
+    """Recalibrate and run the sets at one value (in a child process), after the
+    ``fixed`` entries are set."""
+    for fixed_name, fixed_value in fixed:
+        set_tuned(fixed_name, fixed_value)
     if name:
         set_tuned(name, value)
     import httpx
@@ -76,8 +86,10 @@ def run_child(store: Path, set_names: list[str], name: str | None, value: object
     from kg_fuse.server.embedding.embedder import Embedder
     from kg_fuse.server.knowledge.graph import KnowledgeGraph
     from kg_fuse.server.storage.store import Store
+    from kg_fuse.server.store_model.owner import chosen
 
-    graph = KnowledgeGraph(Store(store), Embedder())
+    opened = Store(store)
+    graph = KnowledgeGraph(opened, Embedder(chosen(opened, None)))  # the store's own model
     graph.reload_index()
     default = graph.threshold.calibrate(write=True).default
     secrets = ensure_credentials(graph.store, store.parent / "credentials.json", API_URL)
@@ -107,6 +119,14 @@ def _cell(figures: dict) -> str:
             f" gib {figures['gibberish_listing_anything']}{precision}")
 
 
+def _entry(ap: argparse.ArgumentParser, item: str) -> tuple[str, object]:
+    """``NAME=V`` read as a table entry's name and a Python literal."""
+    name, _, value = item.partition("=")
+    if not isinstance(getattr(tuning, name, None), tuning.Tuned) or not value:
+        ap.error(f"--with {item}: want NAME=V with NAME an entry of the tuning table")
+    return name, ast.literal_eval(value)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store", type=Path, help="a built store (kg.sqlite3); never written")
@@ -114,12 +134,16 @@ def main() -> int:
                     help="an eval set over that store's corpus (repeatable)")
     ap.add_argument("sweeps", nargs="*", metavar="NAME=V1,V2",
                     help="a tuning entry and the values to try (Python literals)")
+    ap.add_argument("--with", dest="fixed", action="append", default=[],
+                    metavar="NAME=V", help="an entry set to V in every row, the "
+                    "reference row too (to sweep one entry with others moved; repeatable)")
     ap.add_argument("--child", nargs=2, metavar=("NAME", "VALUE"), help=argparse.SUPPRESS)
     args = ap.parse_intermixed_args()
+    fixed = [_entry(ap, item) for item in args.fixed]
     if args.child:
         name, value = args.child
         print(json.dumps(run_child(args.store, args.sets, name or None,
-                                   ast.literal_eval(value) if name else None)))
+                                   ast.literal_eval(value) if name else None, fixed)))
         return 0
     plan: list[tuple[str, str]] = [("", "")]
     for sweep in args.sweeps:
@@ -137,9 +161,10 @@ def main() -> int:
             shutil.copyfile(args.store, store)
             command = [sys.executable, __file__, str(store), "--child", name, value]
             command += [arg for s in args.sets for arg in ("--set", s)]
+            command += [arg for item in args.fixed for arg in ("--with", item)]
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             result = json.loads(out.splitlines()[-1])
-            label = f"{name}={value}" if name else "* as shipped"
+            label = f"{name}={value}" if name else "* as shipped" + (" (with)" if fixed else "")
             print(f"{label:32} {result['default']:7.2f}  "
                   + "  ".join(f"{_cell(result['sets'][s]):34}" for s in args.sets), flush=True)
     return 0

@@ -36,3 +36,13 @@ def test_a_value_set_after_the_search_was_imported_is_refused() -> None:
 def test_a_name_not_in_the_table_is_refused() -> None:
     done = _run("set_tuned('NOT_A_NUMBER', 1)")
     assert done.returncode != 0
+
+
+def test_a_swept_entry_holds_for_a_model_whose_row_moves_it() -> None:
+    done = _run(
+        "from kg_fuse.server.search import tuning; import dataclasses; "
+        "tuning.BY_MODEL = dataclasses.replace(tuning.BY_MODEL, value={'m': "
+        "{'KEYWORD_WEIGHT': 0.05}}); set_tuned('KEYWORD_WEIGHT', 0.4); "
+        "print(tuning.for_model('m').keyword_weight)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0.4"]  # the sweep's value, not the row's

@@ -70,6 +70,9 @@ class KeywordRows(NamedTuple):
     #: the familiarity the query vector already carries (the score scale's offset is
     #: scaled by it as the cosine is: :class:`kg_fuse.server.store_model.scale.ScoreScale`)
     weight: float = 1.0
+    #: how much a full keyword match lifts a score (:func:`merge`): the model's own
+    #: (:func:`kg_fuse.server.search.tuning.for_model`)
+    lift: float = KEYWORD_WEIGHT
 
 
 def _empty() -> np.ndarray:
@@ -185,11 +188,12 @@ class ConceptIndex:
 
     def keyword_rows(self, keyword: Mapping[str, float] | None,
                      factors: Mapping[str, float] | None = None, rest: float = 1.0,
-                     weight: float = 1.0) -> KeywordRows:
+                     weight: float = 1.0, lift: float = KEYWORD_WEIGHT) -> KeywordRows:
         """Keyword scores by row (concepts not in the index left out), for :meth:`search`;
         worth keeping when the same keyword scores are searched again. ``factors``
         (default 1) scale those rows' vector scores, ``rest`` the other rows';
-        ``weight`` is the familiarity the query vector carries.
+        ``weight`` is the familiarity the query vector carries, ``lift`` the keyword
+        weight the rows are merged with.
 
         Each column is one pass of C-level iteration (a search's few hundred matches
         were Python loops under the GIL), then the concepts not in the index dropped."""
@@ -203,7 +207,7 @@ class ConceptIndex:
                                       count)[inside]
         return KeywordRows(found[inside],
                            np.fromiter(keyword.values(), np.float32, count)[inside],
-                           row_factors, rest, weight)
+                           row_factors, rest, weight, lift)
 
     def search(self, vector: np.ndarray, threshold: float, ontology: str | None = None,
                top_k: int | None = None,
@@ -268,7 +272,7 @@ class ConceptIndex:
         exact = scale.scores(exact_scores(self.matrix[kw.rows], vector), kw.weight)
         if kw.factors is not None:
             exact = exact * kw.factors
-        merged = merge(exact, kw.values).astype(np.float64)
+        merged = merge(exact, kw.values, kw.lift).astype(np.float64)
         # a keyword row's score: its merged score, or its vector score when that is
         # higher (float32 rounding); below the threshold it is out either way
         vector_part = np.where(exact >= threshold, np.clip(exact, 0.0, 1.0), 0.0)

@@ -80,6 +80,8 @@ class Searcher:
         #: the store's model: it embeds the queries (its prompts applied) and owns the
         #: scale their cosines are mapped by (asked at each search: measured once)
         self.model = model
+        #: the tuned values this model moves from the table's (its row of BY_MODEL)
+        self.tuning = tuning.for_model(model.name)
         self.index = ConceptIndex()
         self.vocabulary = Vocabulary()
         self.lexicon = wordnet()
@@ -121,8 +123,8 @@ class Searcher:
             match = self.keyword_scores(reading, index)
         factors = {cid: reading.familiarity(at) / best for cid, at in match.bridged.items()}
         rest = reading.familiarity({}) / best
-        return vector * np.float32(best), index.keyword_rows(match.scores, factors, rest,
-                                                             weight=best)
+        return vector * np.float32(best), index.keyword_rows(
+            match.scores, factors, rest, weight=best, lift=self.tuning.keyword_weight)
 
     def keyword_scores(self, reading: QueryReading, index: ConceptIndex
                        ) -> keywords.KeywordMatch:

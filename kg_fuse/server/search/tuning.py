@@ -17,7 +17,10 @@ presets' steps, the noise margin, the near-miss floor, and the mount's cut gap i
 cosines reach them: the search maps each model's cosines onto all-MiniLM-L6-v2's scale
 first (:mod:`kg_fuse.server.store_model.scale`, ``SCORE_SCALE_REFERENCE``), by a line
 measured for the model, and the default is calibrated on the mapped scores. The figures
-below were measured with that model, on which the map is the identity.
+below were measured with that model, on which the map is the identity. What a scale
+cannot carry over, how far keywords should lift a stronger model's scores, a model's row
+of ``BY_MODEL`` moves, measured for that model; the searcher reads it through
+:func:`for_model`.
 
 Not here, because they bound cost or guard against hostile input rather than trade
 relevance against noise: the query's word count and word length
@@ -306,6 +309,23 @@ FALLBACK_OFFSETS = Tuned(
     "not measured: the mount's own fallback, read from kg_fuse/listing/presets.py "
     "PRESET_OFFSETS")
 
+# -- what a model moves (searcher.py) ---------------------------------------------------
+
+BY_MODEL = Tuned(
+    {"all-mpnet-base-v2": {"KEYWORD_WEIGHT": 0.2},
+     "all-mpnet-base-v2-int8": {"KEYWORD_WEIGHT": 0.2}},
+    "the entries of this table (PER_MODEL) a model other than all-MiniLM-L6-v2 was "
+    "measured to want otherwise, by model name (an int8 variant has its own row): every "
+    "other entry, and every model without a row, takes the table's value",
+    "eval, ninth round (scripts/sweep_tuning.py on stores of each model; docs/eval.md): "
+    "all-mpnet-base-v2's keyword weight chosen on the development sets of the standard "
+    "library and the kitchen (0.3, 0.2, 0.15, 0.1, 0.05) and checked on the manual pages, "
+    "which no value had been tried on: 0.1 and 0.15 lowered their default to 0.14 and "
+    "0.15 and let 2 of 83 gibberish queries list there; 0.2 lists none, and lists the "
+    "expected concept for 177 of the 211 everyday-word queries of the seven everyday "
+    "sets against 171 at 0.3 (all-MiniLM-L6-v2: 164). Its int8 variant: the same value "
+    "measured on the three corpora")
+
 # -- the near-miss hint (searcher.py) ------------------------------------------------------
 
 NEAR_MISS_FLOOR = Tuned(
@@ -323,6 +343,24 @@ NEAR_MISS_STEP = Tuned(
 CLOSEST = Tuned(
     5, "closest concepts below the threshold named when a page comes back short (ours)",
     "not measured: display only (the near misses a short listing names)")
+
+#: The entries a model's row of BY_MODEL may move: each is read through
+#: :func:`for_model`, never as the table's value alone.
+PER_MODEL = ("KEYWORD_WEIGHT",)
+
+
+@dataclass(frozen=True)
+class ModelTuning:
+    """The values of :data:`PER_MODEL` one model searches with."""
+
+    keyword_weight: float
+
+
+def for_model(name: str) -> ModelTuning:
+    """The table's values for the model ``name``, as its row of BY_MODEL moves them."""
+    moved = BY_MODEL.value.get(name, {})
+    return ModelTuning(keyword_weight=moved.get("KEYWORD_WEIGHT", KEYWORD_WEIGHT.value))
+
 
 #: Every entry, in the order above: name -> entry.
 TABLE: dict[str, Tuned] = {name: entry for name, entry in globals().items()

@@ -254,8 +254,8 @@ class Store:
     def transaction(self, content_change: bool = False) -> Iterator[sqlite3.Connection]:
         """A write transaction; ``content_change`` bumps the epoch inside it."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
                 if content_change:
                     self._conn.execute(
@@ -265,7 +265,11 @@ class Store:
                     )
                 self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # a Ctrl-C can land once COMMIT is done (or before BEGIN took effect):
+                # there is nothing to roll back then, and the interrupt must surface as
+                # itself, not as SQLite's "cannot rollback - no transaction is active"
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
 
     # -- settings ----------------------------------------------------------------------

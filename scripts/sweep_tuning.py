@@ -12,13 +12,12 @@ process over its own copy of the store, where the table's entry is set before an
 that reads it is imported, so its aliases (``understand.TYPO_PENALTY``) and what is made
 from them take the new value; an entry a model's row of ``BY_MODEL`` moves is swept
 for that model too (its row's value is dropped). The child then does what a server does
-at a new value: it
-recalibrates the default over its own corpus, and runs each set through the real app
-in-process (``httpx.ASGITransport``) with ``kg-fuse eval``'s own runner. A row's figures
-are therefore the ones ``kg-fuse eval`` prints against a server running that value: the
-expected concept listed (at the mount's relevance cut), the median listing, gibberish
-that lists anything, judged precision. Build-time numbers (what a concept's views are
-made of) need the store rebuilt and are not swept here.
+at a new value: it recalibrates the default over its own corpus, and runs each set
+through the real app in-process (``httpx.ASGITransport``) with ``kg-fuse eval``'s own
+runner. A row's figures are therefore the ones ``kg-fuse eval`` prints against a server
+running that value: the expected concept listed (at the mount's relevance cut), the
+median listing, gibberish that lists anything, judged precision. Build-time numbers
+(what a concept's views are made of) need the store rebuilt and are not swept here.
 
 The shipped value is always measured too, in the same run (marked ``*``), so each row
 reads against it. The tuning table says which of these figures chose each number.
@@ -34,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def set_tuned(name: str, value: object) -> None:
 
 
 def run_child(store: Path, set_names: list[str], name: str | None, value: object,
-              fixed: list[tuple[str, object]] = ()) -> dict:
+              fixed: Sequence[tuple[str, object]] = ()) -> dict:
     """Recalibrate and run the sets at one value (in a child process), after the
     ``fixed`` entries are set."""
     for fixed_name, fixed_value in fixed:
@@ -152,7 +152,9 @@ def main() -> int:
         if not isinstance(shipped, tuning.Tuned) or not values:
             ap.error(f"{sweep}: want NAME=V1,V2 with NAME an entry of the tuning table")
         literal = ast.literal_eval(f"[{values}]")
-        plan += [(name, repr(v)) for v in literal if v != shipped.value]
+        # the table's value is the reference row's, except where a model's row moves it
+        plan += [(name, repr(v)) for v in literal
+                 if v != shipped.value or name in tuning.PER_MODEL]
     print(f"{'value':32} {'default':>7}  " + "  ".join(f"{s:34}" for s in args.sets))
     with tempfile.TemporaryDirectory(prefix="kg-sweep-") as work:
         for i, (name, value) in enumerate(plan):
